@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .alignment import BoundaryAlignment, align_boundaries
+from .confound import MemoryConfound, memory_confound
 from .io import Run, RunWriter, load, read_run, save
 from .schema import CASE_COLUMNS, TRIAL_SCHEMA, RegimesInputError, validate_trials
 
@@ -16,13 +18,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "BoundaryAlignment",
     "CASE_COLUMNS",
+    "MemoryConfound",
     "Run",
     "RunWriter",
     "RegimesInputError",
     "TRIAL_SCHEMA",
     "__version__",
+    "align_boundaries",
     "load",
+    "memory_confound",
     "read_run",
     "save",
     "validate_trials",
