@@ -245,8 +245,12 @@ def _x_axis(x: str) -> alt.X:
     return alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=False, nice=False))
 
 
-def _interval_layers(x: str, what: str) -> list[alt.Chart]:
-    """Shaded intervals (full height) with their ratio and CI printed at the top."""
+def _interval_layers(x: str, what: str, label_at_top: bool) -> list[alt.Chart]:
+    """Shaded intervals (full height) with their ratio and CI printed inside.
+
+    The label goes where the curve is not: at the foot of the panel for a spike or a
+    step up, at the top for a dip (a speedup collapse).
+    """
     tooltip = [
         alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
         alt.Tooltip("start:Q", title=f"{what} start ({x})"),
@@ -261,9 +265,11 @@ def _interval_layers(x: str, what: str) -> list[alt.Chart]:
         x=alt.X("x_lo:Q"), x2="x_hi:Q", tooltip=tooltip
     )
     label = base.mark_text(
-        color=_ANOMALY_COLOR, fontSize=10, fontWeight="bold", baseline="bottom"
-    ).encode(  # at the foot of the panel: spikes and steps leave it empty
-        x=alt.X("x_mid:Q"), y=alt.value(_FACET_HEIGHT - 3), text="label:N", tooltip=tooltip
+        color=_ANOMALY_COLOR, fontSize=10, fontWeight="bold",
+        baseline="top" if label_at_top else "bottom",
+    ).encode(
+        x=alt.X("x_mid:Q"), y=alt.value(3 if label_at_top else _FACET_HEIGHT - 3),
+        text="label:N", tooltip=tooltip,
     )
     return [shade, label]
 
@@ -375,7 +381,7 @@ def latency_chart(
     y_title = f"{y} (median, CI)"
     layers: list[alt.Chart] = []
     if any(p.width and p["part"][0] == "interval" for p in parts[1:]):
-        layers += _interval_layers(x, "anomaly")
+        layers += _interval_layers(x, "anomaly", label_at_top=False)
     if has_trials:
         layers.append(
             alt.Chart().transform_filter(_part("trial")).mark_circle(
@@ -487,7 +493,7 @@ def speedup_chart(
     base = alt.Chart().transform_filter(_part("curve"))
     layers: list[alt.Chart] = []
     if has_collapses:
-        layers += _interval_layers(x, "collapse")
+        layers += _interval_layers(x, "collapse", label_at_top=True)
     layers.append(
         base.mark_area(color=_MEDIAN_COLOR, opacity=0.22).encode(
             x=_x_axis(x), y=alt.Y("ci_low:Q", scale=y_scale, title=y_title), y2="ci_high:Q"
@@ -663,7 +669,8 @@ def overview_heatmap(
             "ratio:Q", title="median / trend",
             scale=alt.Scale(type="log", scheme="redblue", reverse=True,
                             domain=[1 / bound, bound], domainMid=1, clamp=True),
-            legend=alt.Legend(values=steps, format=".3~g"),
+            legend=alt.Legend(values=steps, format=".3~g",
+                              gradientLength=max(120, min(300, cell_height * len(order)))),
         ),
         tooltip=[
             alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
