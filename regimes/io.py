@@ -86,15 +86,21 @@ class RunWriter:
 
     ``meta`` is written to ``meta.json`` when the directory is new; an existing run
     keeps its metadata (and its ``run_id``), and a resumed sweep records its own
-    environment under ``meta["resumes"]``.
+    environment under ``meta["resumes"]``. ``meta=None`` opens an existing run as it
+    is, without touching ``meta.json`` (a worker process appending to its parent's run).
     """
 
-    def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any]):
+    def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any] | None):
         self.path = Path(path)
+        meta_path = self.path / "meta.json"
+        if meta is None:
+            if not meta_path.exists():
+                raise RegimesInputError(f"{str(self.path)!r} is not a run directory (no meta.json)")
+            self.meta = json.loads(meta_path.read_text())
+            return
         self.path.mkdir(parents=True, exist_ok=True)
         for table in _TABLES:
             (self.path / table).mkdir(exist_ok=True)
-        meta_path = self.path / "meta.json"
         if meta_path.exists():
             existing = json.loads(meta_path.read_text())
             existing.setdefault("resumes", []).append(meta)
@@ -137,6 +143,24 @@ class RunWriter:
         trials = self.existing().trials.filter(~pl.col("warmup"))
         return set(trials.select(TRIAL_KEY).iter_rows())
 
+    def compact(self) -> None:
+        """Merge each table's parts into a single part, so a finished run is a few files.
+
+        The merged part is written atomically first and the old parts deleted after, so
+        a crash in between leaves every row twice, never zero times; :func:`read_run`
+        drops such exact duplicate rows.
+        """
+        for table, schema in _TABLES.items():
+            parts = _parts(self.path / table)
+            if len(parts) < 2:
+                continue
+            merged = _read_table(parts, schema)
+            if "order" in merged.columns:
+                merged = merged.sort("order", nulls_last=True, maintain_order=True)
+            self._write(table, merged)
+            for part in parts:
+                part.unlink()
+
     def next_order(self) -> int:
         """The next global execution order index (continues after a resume)."""
         trials = self.existing().trials
@@ -160,7 +184,9 @@ def _read_table(paths: list[Path], schema: dict[str, pl.DataType]) -> pl.DataFra
     if not paths:
         return pl.DataFrame(schema=schema)
     frames = [_conform(pl.read_parquet(p), schema) for p in paths]
-    return pl.concat(frames, how="vertical")
+    # Rows identical in every column (``order`` included, for trials) can only come from
+    # a compaction interrupted between writing the merged part and deleting its sources.
+    return pl.concat(frames, how="vertical").unique(maintain_order=True)
 
 
 def _parts(directory: Path) -> list[Path]:
@@ -173,7 +199,9 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     """Read a run directory (or a single parquet/CSV trial file) from disk.
 
     Raises :class:`RegimesInputError` with one clear line for a missing path or a
-    directory that is not a run.
+    directory that is not a run. Rows repeated exactly (every column equal, which
+    for trials includes the unique execution ``order``) are read once: they are the
+    trace of an interrupted :meth:`RunWriter.compact`, never two measurements.
     """
     p = Path(path)
     if not p.exists():

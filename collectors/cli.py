@@ -1,0 +1,75 @@
+"""The ``regimes collect`` command: run a sweep spec into a run directory.
+
+Usage::
+
+    regimes collect SPEC.toml -o RUN_DIR [--max-seconds S] [--no-compact] [--quiet]
+
+Rerunning the same command resumes an interrupted or sliced sweep. Exit status: 0
+complete, 2 a spec or directory problem (one line on stderr, before any work), 3
+incomplete (``--max-seconds`` passed; rerun to continue), 130 interrupted, 1 a session
+process failed outside any case.
+
+This module is imported by ``regimes --help`` and every other subcommand, so it must
+not import torch: everything measurement-related is imported inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "run_collect"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``collect`` subcommand to the ``regimes`` command's subparsers."""
+    collect = subparsers.add_parser(
+        "collect", help="measure latency over a sweep spec (TOML) into a run directory",
+        description="Run every case of a sweep spec (models x backends x dtypes x cache x "
+        "prompt lengths x budgets) in a shuffled, interleaved order, writing each trial to "
+        "RUN_DIR as soon as it finishes. Rerun the same command to resume.",
+    )
+    collect.add_argument("spec", type=Path, help="the sweep spec, a TOML file")
+    collect.add_argument("-o", "--output", type=Path, default=None, metavar="RUN_DIR",
+                         help="run directory to create or resume (default: runs/<spec name>)")
+    collect.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                         help="stop cleanly after the trial in flight once S seconds have "
+                         "passed; exit status 3, rerun to continue")
+    collect.add_argument("--no-compact", action="store_true",
+                         help="keep one parquet part per trial instead of merging them at the end")
+    collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    collect.set_defaults(handler=run_collect)
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    """Handler of ``regimes collect``: validate, run, print the summary, return the status."""
+    from regimes.schema import RegimesInputError
+
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise RegimesInputError(f"--max-seconds must be positive, got {args.max_seconds}")
+    from .spec import SweepSpec
+    from .sweep import EXIT_CODES, run_sweep
+
+    spec = SweepSpec.from_toml(args.spec)
+    run_dir = args.output if args.output is not None else Path("runs") / args.spec.stem
+    resume = ["regimes", "collect", str(args.spec), "-o", str(run_dir)]
+    if args.max_seconds is not None:
+        resume += ["--max-seconds", f"{args.max_seconds:g}"]
+    print(
+        f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "
+        f"session(s) (+{spec.warmup} warm-up(s) each) -> {str(run_dir)!r}",
+        file=sys.stderr,
+    )
+    try:
+        result = run_sweep(spec, run_dir, max_seconds=args.max_seconds, progress=not args.quiet,
+                           compact=not args.no_compact, command=list(sys.argv))
+    except KeyboardInterrupt:  # outside the sweep loop, e.g. while reading the environment
+        print(f"collect: interrupted; rerun to resume: {shlex.join(resume)}", file=sys.stderr)
+        return EXIT_CODES["interrupted"]
+    print(result.summary())
+    if result.status != "complete":
+        print(f"resume with: {shlex.join(resume)}")
+    return result.exit_code
