@@ -1,0 +1,258 @@
+"""Engines: generate exactly ``budget`` greedy tokens and time it.
+
+Two engines produce the same tokens by different code paths:
+
+``generate``
+    Hugging Face ``model.generate`` with ``min_new_tokens = max_new_tokens = budget``
+    and ``do_sample=False``. ``min_new_tokens`` makes transformers mask the
+    end-of-sequence logit to ``-inf`` until the budget is reached, so generation can
+    neither stop early nor emit EOS.
+``loop``
+    A minimal explicit greedy loop: one forward pass over the prompt (the prefill), then
+    one token per step. With the KV cache the step feeds only the newest token plus the
+    cache; without it the step feeds the whole sequence so far. The EOS logit is masked
+    to ``-inf`` as ``generate`` does, so for greedy decoding both engines yield identical
+    tokens. Like ``generate`` it asks the model for the last position's logits only
+    (``logits_to_keep=1`` where the model accepts it), so the two engines do the same
+    arithmetic and differ only in the code around it.
+
+Timing. Uninstrumented: synchronise the device, start ``perf_counter``, generate,
+synchronise, stop; nothing else runs in the timed region. Instrumented: additionally,
+after every step (the forward pass, the token choice, the append) the device is
+synchronised and a timestamp taken, which splits the latency into steps
+
+.. math::
+
+    s_0 = t_0' - t_0, \\qquad s_k = t_k' - t_{k-1}' \\; (1 \\le k < n-1), \\qquad
+    s_{n-1} = t_{\\text{end}} - t_{n-2}'
+
+where :math:`t_k'` is the end of step :math:`k` and the last step also carries the
+return path of the call, so that :math:`\\sum_k s_k` equals the latency. Step 0 is the
+prefill (it produces the first token); ``decode_s`` is the sum of the rest. In
+``generate`` the per-step hook is a :class:`~transformers.StoppingCriteria`, which
+transformers calls synchronously once per step after the new token is appended (a
+streamer would not do: on MPS transformers defers its stop check and streams one step
+late). The per-step synchronisation removes the overlap of host and device work, so
+instrumented latencies are slightly higher; the sweep records which trials were
+instrumented.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from functools import partial
+from time import perf_counter
+from typing import Any, Callable
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from .backends import Backend
+from .models import LoadedModel
+
+__all__ = ["ENGINES", "BudgetMismatch", "TrialTiming", "run_generation"]
+
+ENGINES: tuple[str, ...] = ("generate", "loop")
+
+
+@dataclass
+class TrialTiming:
+    """One timed generation.
+
+    ``latency_s`` is end-to-end and device-synchronised. The phase split
+    (``prefill_s``, ``decode_s``) and the per-step times ``step_s`` (``step_s[0]`` the
+    prefill, then one entry per decode step; ``len(step_s) == new_tokens``) are present
+    only for instrumented trials, with ``prefill_s + decode_s == latency_s`` up to
+    floating-point rounding.
+    """
+
+    latency_s: float
+    prefill_s: float | None
+    decode_s: float | None
+    step_s: list[float] | None
+    new_tokens: int
+    tokens: torch.LongTensor
+
+
+class BudgetMismatch(RuntimeError):
+    """A generation produced a number of new tokens other than the requested budget."""
+
+    def __init__(self, budget: int, new_tokens: int, engine: str):
+        self.budget = budget
+        self.new_tokens = new_tokens
+        self.engine = engine
+        super().__init__(
+            f"engine {engine!r} generated {new_tokens} new token(s) for a budget of {budget}; "
+            "a latency for the wrong number of tokens would be silently mislabelled"
+        )
+
+
+class _StepClock(StoppingCriteria):
+    """Synchronise the device and timestamp the end of every ``generate`` step.
+
+    It never asks to stop: the returned all-False flags are allocated once, on the
+    input's device, so the hook adds no allocation per step.
+    """
+
+    def __init__(self, synchronize: Callable[[], None], batch_size: int, device: torch.device):
+        self._synchronize = synchronize
+        self._never = torch.zeros(batch_size, dtype=torch.bool, device=device)
+        self.stamps: list[float] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        self._synchronize()
+        self.stamps.append(perf_counter())
+        return self._never
+
+
+def _step_times(start: float, stamps: list[float], end: float) -> list[float]:
+    # Step boundaries partition [start, end]: the last step runs to the final
+    # synchronisation, so the steps add up to the latency exactly (see module docs).
+    bounds = [start, *stamps[:-1], end]
+    return [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@dataclass(frozen=True)
+class _LoopPlan:
+    """What the loop needs from the model, worked out before the clock starts."""
+
+    cache_name: str
+    forward_extra: dict[str, Any]
+    eos: torch.Tensor | None
+
+    @classmethod
+    def for_model(cls, loaded: LoadedModel, device: torch.device) -> _LoopPlan:
+        parameters = inspect.signature(loaded.model.forward).parameters
+        # transformers renamed the forward argument `past_key_values` to `cache` within
+        # 5.x; the output attribute carries the same name.
+        cache_name = "cache" if "cache" in parameters else "past_key_values"
+        extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+        eos = (
+            torch.tensor(loaded.eos_token_ids, dtype=torch.long, device=device)
+            if loaded.eos_token_ids else None
+        )
+        return cls(cache_name, extra, eos)
+
+
+def _greedy_loop(
+    model: torch.nn.Module,
+    plan: _LoopPlan,
+    input_ids: torch.LongTensor,
+    budget: int,
+    use_cache: bool,
+    on_step: Callable[[], Any] | None,
+) -> torch.LongTensor:
+    generated: list[torch.Tensor] = []
+    sequence = input_ids
+    outputs = model(input_ids=input_ids, use_cache=use_cache, **plan.forward_extra)
+    for step in range(budget):
+        if step:
+            if use_cache:
+                past = {plan.cache_name: getattr(outputs, plan.cache_name)}
+                outputs = model(input_ids=token, use_cache=True, **past, **plan.forward_extra)
+            else:
+                outputs = model(input_ids=sequence, use_cache=False, **plan.forward_extra)
+        # float32 before the argmax, as generate does, so ties resolve identically.
+        logits = outputs.logits[:, -1, :].to(dtype=torch.float32, copy=True)
+        if plan.eos is not None:
+            logits.index_fill_(1, plan.eos, -math.inf)
+        token = logits.argmax(dim=-1, keepdim=True)
+        generated.append(token)
+        if not use_cache:
+            sequence = torch.cat([sequence, token], dim=1)
+        if on_step is not None:
+            on_step()
+    return torch.cat(generated, dim=1)
+
+
+def _check_inputs(
+    loaded: LoadedModel, backend: Backend, input_ids: Any, budget: int, use_cache: bool, engine: str
+) -> torch.LongTensor:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive integer, got {budget!r}")
+    if not isinstance(use_cache, bool):
+        raise ValueError(f"use_cache must be True or False, got {use_cache!r}")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        raise ValueError(f"input_ids must be a tensor of shape (1, prompt_tokens), got {shape}")
+    if input_ids.shape[1] < 1 or input_ids.dtype != torch.long:
+        raise ValueError(
+            f"input_ids must hold at least one token as torch.long, got {tuple(input_ids.shape)} {input_ids.dtype}"
+        )
+    total = input_ids.shape[1] + budget
+    if loaded.max_positions is not None and total > loaded.max_positions:
+        raise ValueError(
+            f"prompt ({input_ids.shape[1]}) + budget ({budget}) = {total} tokens exceeds "
+            f"{loaded.label}'s {loaded.max_positions} positions"
+        )
+    device = backend.torch_device
+    if loaded.device.type != device.type:
+        raise ValueError(
+            f"model {loaded.label!r} is on {loaded.device} but the backend is {backend.name!r}; "
+            "load it with device=backend"
+        )
+    return input_ids.to(device)
+
+
+def run_generation(
+    loaded: LoadedModel,
+    backend: Backend,
+    input_ids: torch.LongTensor,
+    *,
+    budget: int,
+    use_cache: bool,
+    engine: str = "generate",
+    instrument: bool = False,
+) -> TrialTiming:
+    """Generate exactly ``budget`` greedy tokens after ``input_ids`` and time it.
+
+    ``input_ids`` (shape ``(1, P)``) is moved to the backend's device before the clock
+    starts. Raises :class:`BudgetMismatch` if the engine produced any other number of
+    tokens, and :class:`ValueError` for an unknown engine, a non-positive budget, a
+    sequence longer than the model's positions, or a model on another device.
+    """
+    input_ids = _check_inputs(loaded, backend, input_ids, budget, use_cache, engine)
+    prompt_length = input_ids.shape[1]
+    clock = _StepClock(backend.synchronize, 1, input_ids.device) if instrument else None
+    with torch.inference_mode():
+        if engine == "generate":
+            kwargs: dict[str, Any] = {
+                "attention_mask": torch.ones_like(input_ids),
+                "max_new_tokens": budget,
+                "min_new_tokens": budget,
+                "do_sample": False,
+                "use_cache": use_cache,
+            }
+            if clock is not None:
+                kwargs["stopping_criteria"] = StoppingCriteriaList([clock])
+            backend.synchronize()
+            start = perf_counter()
+            sequences = loaded.model.generate(input_ids, **kwargs)
+            backend.synchronize()
+            end = perf_counter()
+            tokens = sequences[:, prompt_length:]
+        else:
+            plan = _LoopPlan.for_model(loaded, input_ids.device)
+            on_step = partial(clock, input_ids, None) if clock is not None else None
+            backend.synchronize()
+            start = perf_counter()
+            tokens = _greedy_loop(loaded.model, plan, input_ids, budget, use_cache, on_step)
+            backend.synchronize()
+            end = perf_counter()
+    new_tokens = int(tokens.shape[1])
+    if new_tokens != budget:
+        raise BudgetMismatch(budget, new_tokens, engine)
+    latency = end - start
+    if clock is None:
+        return TrialTiming(latency, None, None, None, new_tokens, tokens)
+    if len(clock.stamps) != new_tokens:
+        raise RuntimeError(
+            f"instrumentation recorded {len(clock.stamps)} step(s) for {new_tokens} token(s) "
+            f"with engine {engine!r}; per-step times would be misaligned"
+        )
+    steps = _step_times(start, clock.stamps, end)
+    return TrialTiming(latency, steps[0], sum(steps[1:]), steps, new_tokens, tokens)
