@@ -1,14 +1,19 @@
 """regimes: find where decode latency leaves its smooth trend, with statistical rigour.
 
 The statistics core. It never imports torch; measurement lives in :mod:`collectors`.
+
+Public names are imported lazily (PEP 562): ``import regimes`` pulls in only polars and
+pyarrow, so the collectors, which write runs through :mod:`regimes.io`, stay light on a
+measurement machine where scipy, statsmodels, ruptures or altair may be missing.
+To add a public name, add it to ``_LAZY`` (name -> submodule).
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from .alignment import BoundaryAlignment, align_boundaries
-from .confound import MemoryConfound, memory_confound
 from .io import Run, RunWriter, load, read_run, save
 from .schema import CASE_COLUMNS, TRIAL_SCHEMA, RegimesInputError, validate_trials
 
@@ -17,19 +22,41 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
+_LAZY: dict[str, str] = {
+    "BoundaryAlignment": "alignment",
+    "align_boundaries": "alignment",
+    "MemoryConfound": "confound",
+    "memory_confound": "confound",
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .alignment import BoundaryAlignment, align_boundaries
+    from .confound import MemoryConfound, memory_confound
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'regimes' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
-    "BoundaryAlignment",
     "CASE_COLUMNS",
-    "MemoryConfound",
+    "RegimesInputError",
     "Run",
     "RunWriter",
-    "RegimesInputError",
     "TRIAL_SCHEMA",
     "__version__",
-    "align_boundaries",
     "load",
-    "memory_confound",
     "read_run",
     "save",
     "validate_trials",
+    *_LAZY,
 ]
