@@ -483,7 +483,14 @@ class _RunLock:
 
 
 def _open_run(spec: SweepSpec, run_dir: Path, meta: dict[str, Any]) -> RunWriter:
+    """Create ``run_dir`` or reopen it for a resume (the spec must be the same).
+
+    Called with the run locked, so the temporary files found here belong to writes
+    that were killed mid-way, never to a live writer, and can be removed.
+    """
     meta_path = run_dir / "meta.json"
+    for stale in run_dir.glob("*/.part-*.tmp"):
+        stale.unlink()
     if meta_path.exists():
         try:
             stored = json.loads(meta_path.read_text())["spec"]
@@ -546,7 +553,10 @@ class _Progress:
 
 def _crash_error_rows(run_id: str, spec: SweepSpec, session: int, last: Event | None,
                       returncode: int) -> list[dict[str, Any]]:
-    how = f"signal {signal.Signals(-returncode).name}" if returncode < 0 else f"status {returncode}"
+    try:
+        how = f"signal {signal.Signals(-returncode).name}" if returncode < 0 else f"status {returncode}"
+    except ValueError:
+        how = f"status {returncode}"
     message = f"the session process exited with {how} while running this case"
     if last is None:
         return []

@@ -1,0 +1,320 @@
+"""The sweep runner: schedule, resume planning, the written run, failures, isolation.
+
+Runs use the ``tiny-gpt2`` preset (2 layers, 64 wide, random weights) on the CPU with
+budgets of a few tokens, so each generation takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+
+import polars as pl
+import pytest
+
+import regimes
+from collectors import engines, models
+from collectors.spec import Case, SpecError, SweepSpec
+from collectors.sweep import (
+    RunState,
+    ScheduledTrial,
+    _crash_error_rows,
+    _Interrupts,
+    plan_session,
+    process_id,
+    run_session,
+    run_sweep,
+    schedule,
+)
+from regimes.io import TRIAL_KEY, RunWriter, read_run
+
+TINY = {
+    "models": ["tiny-gpt2"],
+    "backends": ["cpu"],
+    "use_cache": [True, False],
+    "prompt_tokens": [4],
+    "budgets": [2, 4, 6],
+    "trials": 2,
+    "warmup": 1,
+    "sessions": 2,
+}
+
+
+def tiny(**changes) -> SweepSpec:
+    return SweepSpec.from_dict({**TINY, **changes})
+
+
+def measured(df: pl.DataFrame) -> pl.DataFrame:
+    return df.filter(~pl.col("warmup"))
+
+
+def assert_complete_once(spec: SweepSpec, df: pl.DataFrame) -> None:
+    """Every (case, session, trial) exactly once among the measured rows."""
+    rows = measured(df)
+    assert rows.select(TRIAL_KEY).is_duplicated().sum() == 0
+    expected = {
+        ScheduledTrial(case, session, trial, False).key
+        for case in spec.cases() for session in range(spec.sessions) for trial in range(spec.trials)
+    }
+    assert set(rows.select(TRIAL_KEY).iter_rows()) == expected
+
+
+# -- schedule -------------------------------------------------------------------------
+
+def test_schedule_is_interleaved_in_rounds_after_warmups():
+    spec = tiny(models=["tiny-gpt2", "tiny-opt"], trials=3, warmup=2)
+    order = schedule(spec, 0)
+    assert len(order) == spec.trials_per_session()
+    groups = [t.case.load_key for t in order]
+    # each model is loaded once per session: its generations are contiguous
+    changes = sum(1 for a, b in zip(groups, groups[1:]) if a != b)
+    assert changes == len(spec.models) - 1
+    per_group = len(spec.cases()) // len(spec.models)
+    for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
+        block = order[start:start + per_group * (spec.warmup + spec.trials)]
+        rounds = [block[i:i + per_group] for i in range(0, len(block), per_group)]
+        labels = [(True, w) for w in range(spec.warmup)] + [(False, r) for r in range(spec.trials)]
+        for chunk, (warmup, index) in zip(rounds, labels, strict=True):
+            assert {t.warmup for t in chunk} == {warmup}
+            assert {t.trial for t in chunk} == {index}
+            assert len({t.case for t in chunk}) == per_group  # every case once per round
+
+
+def test_schedule_is_shuffled_and_seeded():
+    spec = tiny(trials=4)
+    first = schedule(spec, 0)
+    assert first == schedule(spec, 0)
+    assert first != schedule(spec, 1)
+    assert first != schedule(tiny(trials=4, seed=1), 0)
+    rounds = [tuple(t.case for t in first if not t.warmup and t.trial == r) for r in range(4)]
+    assert len(set(rounds)) > 1  # a fresh permutation per round
+    assert any(r != tuple(spec.cases()) for r in rounds)
+
+
+def test_plan_skips_done_and_renumbers_repeated_warmups():
+    spec = tiny(warmup=2)
+    full = schedule(spec, 0)
+    first_case = spec.cases()[0]
+    failed_case = spec.cases()[1]
+    done = frozenset(t.key for t in full if not t.warmup and t.case == first_case)
+    done |= {ScheduledTrial(spec.cases()[2], 0, 0, False).key}
+    state = RunState(done, frozenset({(failed_case, 0)}), {(spec.cases()[2], 0): 2}, 10, "r")
+    plan = plan_session(spec, 0, state)
+    cases = {t.case for t in plan}
+    assert first_case not in cases and failed_case not in cases
+    assert not any(t.key in done for t in plan)
+    warm = sorted(t.trial for t in plan if t.warmup and t.case == spec.cases()[2])
+    assert warm == [2, 3]  # after the two warm-ups already stored
+    assert [t.trial for t in plan if not t.warmup and t.case == spec.cases()[2]] == [1]
+    assert [t for t in plan if t.case == spec.cases()[3]] == [t for t in full if t.case == spec.cases()[3]]
+    # relative order of what is left is the original order
+    positions = [full.index(t) for t in plan if not t.warmup]
+    assert positions == sorted(positions)
+
+
+# -- a whole sweep -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    spec = tiny()
+    path = tmp_path_factory.mktemp("runs") / "tiny"
+    result = run_sweep(spec, path, progress=False, command=["test"])
+    return spec, path, result
+
+
+def test_sweep_writes_the_trial_schema(tiny_run):
+    spec, path, result = tiny_run
+    assert result.status == "complete" and result.exit_code == 0
+    df = regimes.load(path)
+    assert df.schema == pl.Schema(regimes.TRIAL_SCHEMA)
+    assert (df["new_tokens"] == df["budget"]).all()
+    assert df["latency_s"].min() > 0
+    assert_complete_once(spec, df)
+    assert result.measured == measured(df).height == spec.total_trials()
+    assert df["order"].sort().to_list() == list(range(df.height))
+    assert df.select(pl.col("process_id").n_unique()).item() == 1
+    assert df["process_id"][0] == process_id()
+    assert not df["instrumented"].any() and df["prefill_s"].is_null().all()
+    assert df["rss_bytes"].min() > 0
+    assert set(df["engine"]) == {"generate"} and set(df["device"]) == {models_device()}
+
+
+def models_device() -> str:
+    from collectors.backends import get_backend
+
+    return get_backend("cpu").device_name()
+
+
+def test_warmups_are_flagged_and_come_first_in_each_session(tiny_run):
+    spec, path, _ = tiny_run
+    df = regimes.load(path)
+    warm = df.filter(pl.col("warmup"))
+    assert warm.height == len(spec.cases()) * spec.warmup * spec.sessions
+    first_measured = measured(df).group_by("session").agg(pl.col("order").min().alias("first"))
+    last_warm = warm.group_by("session").agg(pl.col("order").max().alias("last"))
+    both = first_measured.join(last_warm, on="session")
+    assert (both["last"] < both["first"]).all()
+
+
+def test_finished_run_is_compacted_with_metadata(tiny_run):
+    spec, path, _ = tiny_run
+    assert len(list((path / "trials").glob("*.parquet"))) == 1
+    meta = json.loads((path / "meta.json").read_text())
+    assert SweepSpec.from_dict(meta["spec"]) == spec
+    assert meta["command"] == ["test"]
+    assert meta["environment"]["backends"]["cpu"]["available"] is True
+
+
+def test_rerun_of_a_finished_run_does_nothing(tiny_run):
+    spec, path, _ = tiny_run
+    again = run_sweep(spec, path, progress=False)
+    assert again.status == "complete" and again.measured == again.warmups == 0
+    assert measured(regimes.load(path)).height == spec.total_trials()
+
+
+def test_different_spec_or_foreign_directory_is_refused(tiny_run, tmp_path):
+    spec, path, _ = tiny_run
+    with pytest.raises(SpecError, match=r"different spec \(trials: 2 there, 3 now\)"):
+        run_sweep(tiny(trials=3), path, progress=False)
+    (tmp_path / "notes.txt").write_text("not a run")
+    with pytest.raises(SpecError, match="exists and is not a run directory"):
+        run_sweep(spec, tmp_path, progress=False)
+
+
+def test_instrumented_run_fills_the_steps_table(tmp_path):
+    spec = tiny(instrument=True, sessions=1, trials=1, budgets=[3, 5])
+    run_sweep(spec, tmp_path / "run", progress=False)
+    run = read_run(tmp_path / "run")
+    trials, steps = run.trials, run.steps
+    assert trials["instrumented"].all() and trials["prefill_s"].is_not_null().all()
+    per_trial = steps.group_by(["budget", "use_cache", "trial", "warmup"]).agg(
+        pl.len().alias("n"), pl.col("step").min().alias("first"), pl.col("step_s").sum().alias("total"))
+    joined = per_trial.join(trials, on=["budget", "use_cache", "trial", "warmup"])
+    assert joined.height == trials.height
+    assert (joined["n"] == joined["budget"]).all() and (joined["first"] == 0).all()
+    assert ((joined["total"] - joined["latency_s"]).abs() < 1e-6).all()
+    prefill = steps.filter(pl.col("step") == 0).join(trials, on=["budget", "use_cache", "trial", "warmup"])
+    assert ((prefill["step_s"] - prefill["prefill_s"]).abs() < 1e-9).all()
+
+
+def test_a_failing_case_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    real = engines.run_generation
+    calls = Counter()
+
+    def flaky(loaded, backend, input_ids, *, budget, use_cache, **kwargs):
+        calls[(budget, use_cache)] += 1
+        if budget == 4 and not use_cache:
+            raise RuntimeError("out of memory (synthetic failure injected by the test)")
+        return real(loaded, backend, input_ids, budget=budget, use_cache=use_cache, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", flaky)
+    spec = tiny()
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    assert result.status == "complete" and result.errors == 2
+    run = read_run(tmp_path / "run")
+    assert run.errors.height == spec.sessions
+    assert set(run.errors["session"]) == {0, 1}
+    assert set(run.errors["error_type"]) == {"RuntimeError"}
+    assert run.errors["traceback"].str.contains("synthetic failure").all()
+    assert calls[(4, False)] == spec.sessions  # tried once per session, then skipped
+    failing = (pl.col("budget") == 4) & ~pl.col("use_cache")
+    assert run.trials.filter(failing).height == 0
+    assert measured(run.trials.filter(~failing)).height == spec.total_trials() - spec.trials * spec.sessions
+    # a resume does not retry a case that failed
+    again = run_sweep(spec, tmp_path / "run", progress=False)
+    assert again.measured == 0 and again.errors == 0 and calls[(4, False)] == spec.sessions
+
+
+def test_a_model_that_fails_to_load_fails_only_its_cases(tmp_path, monkeypatch):
+    real = models.load_model
+
+    def picky(name, **kwargs):
+        if name == "tiny-opt":
+            raise MemoryError("synthetic load failure")
+        return real(name, **kwargs)
+
+    monkeypatch.setattr(models, "load_model", picky)
+    spec = tiny(models=["tiny-gpt2", "tiny-opt"], sessions=1)
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    run = read_run(tmp_path / "run")
+    assert set(run.errors["model"]) == {"tiny-opt"}
+    assert run.errors.height == len(spec.cases()) // 2 == result.errors
+    assert set(run.trials["model"]) == {"tiny-gpt2"}
+
+
+def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
+    spec = tiny(warmup=1)
+    path = tmp_path / "run"
+    stopped = run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    assert stopped.status == "incomplete" and stopped.exit_code == 3 and stopped.measured == 0
+    writer = RunWriter(path, None)
+    asked = iter(range(1000))
+    outcome = run_session(spec, writer, 0, should_stop=lambda: "deadline" if next(asked) >= 8 else None)
+    assert outcome.stopped == "deadline" and 0 < outcome.measured < spec.total_trials() // 2
+    parts = list((path / "trials").glob("*.parquet"))
+    assert len(parts) == outcome.measured + outcome.warmups  # one atomic part per generation
+    result = run_sweep(spec, path, progress=False)
+    assert result.status == "complete"
+    df = regimes.load(path)
+    assert_complete_once(spec, df)
+    assert result.measured == spec.total_trials() - outcome.measured
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0  # repeated warm-ups got new numbers
+    session0 = df.filter(pl.col("session") == 0)
+    assert session0.filter(pl.col("warmup")).height == 2 * len(spec.cases())
+    assert df["order"].n_unique() == df.height
+
+
+def test_process_isolation_gives_each_session_its_own_process(tmp_path):
+    spec = tiny(isolation="process", sessions=2, trials=1, warmup=0, budgets=[2], use_cache=[True])
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    assert result.status == "complete", result.summary()
+    assert result.measured == spec.total_trials()
+    df = regimes.load(tmp_path / "run")
+    ids = df.group_by("session").agg(pl.col("process_id").unique())
+    assert ids["process_id"].list.len().to_list() == [1, 1]
+    assert df["process_id"].n_unique() == 2 and process_id() not in set(df["process_id"])
+
+
+def test_a_crashed_session_process_is_charged_to_its_case():
+    spec = tiny(sessions=1)
+    case = spec.cases()[3]
+    start = {"event": "start", "session": 0, "case": case.__dict__, "trial": 0, "warmup": False}
+    rows = _crash_error_rows("r", spec, 0, start, -signal.SIGKILL)
+    assert len(rows) == 1 and rows[0]["budget"] == case.budget and rows[0]["error_type"] == "WorkerCrash"
+    assert "SIGKILL" in rows[0]["error"]
+    load = {"event": "load", "session": 0, "model": "tiny-gpt2", "backend": "cpu", "dtype": "float32"}
+    assert len(_crash_error_rows("r", spec, 0, load, 1)) == len(spec.cases())
+    assert _crash_error_rows("r", spec, 0, None, 1) == []
+
+
+def test_signals_wait_for_the_part_being_written():
+    before = signal.getsignal(signal.SIGTERM)
+    guard = _Interrupts()
+    written = []
+    with guard, pytest.raises(KeyboardInterrupt):
+        with guard.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            written.append("part")  # still runs: the signal is held until the write ends
+        written.append("never")
+    assert written == ["part"]
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_interrupted_compaction_leaves_readable_duplicates(tmp_path, tiny_run):
+    _, path, _ = tiny_run
+    df = regimes.load(path)
+    writer = RunWriter(tmp_path / "copy", {"spec": {}})
+    writer.write_trials(df.head(5))
+    writer.write_trials(df.slice(5))
+    writer.write_trials(df)  # a merged part whose sources were not yet deleted
+    assert regimes.load(tmp_path / "copy").height == df.height
+    writer.compact()
+    assert len(list((tmp_path / "copy" / "trials").glob("*.parquet"))) == 1
+    assert regimes.load(tmp_path / "copy").equals(df)
+
+
+def test_case_labels_are_readable():
+    case = Case("tiny-gpt2", "cpu", "float32", False, 4, 6)
+    assert case.label() == "tiny-gpt2/cpu/float32/no-cache/prompt=4/budget=6"
