@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .io import Run, RunWriter, load, read_run, save
-from .schema import CASE_COLUMNS, TRIAL_SCHEMA, RegimesInputError, validate_trials
+from .schema import CASE_COLUMNS, TRIAL_SCHEMA, RegimesInputError, RegimesWarning, validate_trials
 
 try:
     __version__ = version("regimes")
@@ -27,11 +27,17 @@ _LAZY: dict[str, str] = {
     "align_boundaries": "alignment",
     "MemoryConfound": "confound",
     "memory_confound": "confound",
+    "RegimeReport": "detect",
+    "detect_regimes": "detect",
+    "published_gpt2_medium": "simulate",
+    "simulate_sweep": "simulate",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .alignment import BoundaryAlignment, align_boundaries
     from .confound import MemoryConfound, memory_confound
+    from .detect import RegimeReport, detect_regimes
+    from .simulate import published_gpt2_medium, simulate_sweep
 
 
 def __getattr__(name: str) -> Any:
@@ -50,6 +56,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CASE_COLUMNS",
     "RegimesInputError",
+    "RegimesWarning",
     "Run",
     "RunWriter",
     "TRIAL_SCHEMA",

@@ -18,6 +18,7 @@ __all__ = [
     "ERROR_SCHEMA",
     "REQUIRED_COLUMNS",
     "RegimesInputError",
+    "RegimesWarning",
     "STEP_SCHEMA",
     "TRIAL_SCHEMA",
     "as_polars",
@@ -28,6 +29,10 @@ __all__ = [
 
 class RegimesInputError(ValueError):
     """Input that the analysis cannot use; the message names the problem."""
+
+
+class RegimesWarning(UserWarning):
+    """Input the analysis could use only after a documented change (rows dropped, say)."""
 
 
 TRIAL_SCHEMA: dict[str, pl.DataType] = {
