@@ -72,6 +72,8 @@ def _add_detection_options(parser: argparse.ArgumentParser) -> None:
                         help="false discovery rate of reported anomalies")
     parser.add_argument("--min-ratio", type=_positive, default=None,
                         help="smallest level ratio over the trend that counts as an anomaly")
+    parser.add_argument("--direction", choices=("up", "down", "both"), default=None,
+                        help="report slowdowns (up, the default), speedups (down) or both")
     parser.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=None, help="random seed")
 
@@ -97,12 +99,10 @@ def _positive(text: str) -> float:
     return value
 
 
-def _detect(args: argparse.Namespace, trials: pl.DataFrame) -> Any:
-    from .detect import detect_regimes
-
-    options = {name: getattr(args, name) for name in ("alpha", "min_ratio", "n_boot", "seed")
-               if getattr(args, name) is not None}
-    return detect_regimes(trials, x=args.x, y=args.y, by=args.by, **options)
+def _detect_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The detection options given on the command line; the others keep their defaults."""
+    names = ("alpha", "min_ratio", "direction", "n_boot", "seed")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -110,8 +110,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     from .io import read_run
     from .report import headlines, result_summary
 
+    from .detect import detect_regimes
+
     run = read_run(args.run)
-    result = _detect(args, run.trials)
+    result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **_detect_options(args))
     anomalies = _flat(result.anomalies)
     if args.format == "json":
         sys.stdout.write(anomalies.write_json() + "\n")
@@ -141,8 +143,8 @@ def run_report(args: argparse.Namespace) -> int:
         raise RegimesInputError(f"--max-panels must be at least 1, got {args.max_panels}")
     run = read_run(args.run)
     report = build_report(
-        run, x=args.x, y=args.y, by=args.by, alpha=args.alpha, min_ratio=args.min_ratio,
-        n_boot=args.n_boot, seed=args.seed, max_panels=args.max_panels, title=args.title,
+        run, x=args.x, y=args.y, by=args.by, max_panels=args.max_panels, title=args.title,
+        **_detect_options(args),
     )
     path = report.write(args.output)
     print(f"wrote {path}")

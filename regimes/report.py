@@ -150,7 +150,11 @@ class RunReport:
         parts.append("<h3>Anomalies</h3>" + _anomaly_table(rep.anomalies, self.group_columns))
         change_points = getattr(rep, "change_points", None)
         if isinstance(change_points, pl.DataFrame):
-            parts.append("<h3>Change points</h3>" + _html_table(change_points))
+            tested = change_points.height
+            if "significant" in change_points.columns:
+                change_points = change_points.filter(pl.col("significant"))
+            parts.append(f"<h3>Change points</h3><p>{change_points.height} significant of "
+                         f"{tested} tested.</p>" + _html_table(change_points))
         if self.speedup is not None:
             parts.append("<h3>KV-cache speedup collapses</h3>"
                          + _anomaly_table(self.speedup.collapses,
@@ -204,9 +208,10 @@ def headlines(regimes: Any, speedup: Any = None) -> list[str]:
     """
     x, y, group_columns = plot.report_axes(regimes)
     curve_labels = plot.group_labels(regimes.curve, group_columns)[0]
+    level = _level(regimes)
     lines = [
-        f"{row['group']}: {y} at {x} {_span(row)} is ×{row['ratio']:.3g} "
-        f"[{row['ratio_low']:.3g}, {row['ratio_high']:.3g}] its smooth trend"
+        f"{row['group']}: {y} at {x} {_span(row)} is {row['ratio']:.3g}x its smooth trend "
+        f"({level} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
         + (f", q = {row['q_value']:.2g}" if row.get("q_value") is not None else "")
         + _recovery(row)
         for row in _labelled(regimes.anomalies, group_columns, curve_labels).iter_rows(named=True)
@@ -216,8 +221,8 @@ def headlines(regimes: Any, speedup: Any = None) -> list[str]:
         keys = [c for c in group_columns if c in collapses.columns and c != "use_cache"]
         speed_labels = plot.group_labels(speedup.speedup, keys)[0]
         lines += [
-            f"{row['group']}: the KV-cache speedup at {x} {_span(row)} is ×{row['ratio']:.3g} "
-            f"[{row['ratio_low']:.3g}, {row['ratio_high']:.3g}] its trend"
+            f"{row['group']}: the KV-cache speedup at {x} {_span(row)} is {row['ratio']:.3g}x "
+            f"its trend ({_level(speedup)} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
             for row in _labelled(collapses, keys, speed_labels).iter_rows(named=True)
         ]
     if not lines:
@@ -231,23 +236,20 @@ def build_report(
     x: str = "budget",
     y: str = "latency_s",
     by: Sequence[str] | None = None,
-    alpha: float | None = None,
-    min_ratio: float | None = None,
-    n_boot: int | None = None,
-    seed: int | None = None,
     regimes: Any = None,
     speedup: Any = None,
     max_panels: int = 12,
     heatmap_min_groups: int = 4,
     title: str | None = None,
+    **detect_options: Any,
 ) -> RunReport:
     """Analyse a run and gather what its report shows.
 
     ``source`` is a run directory or trial file path, a :class:`regimes.Run`, or a trial
-    table. The detection (``regimes.detect_regimes`` with ``x``, ``y``, ``by``,
-    ``alpha``, ``min_ratio``, ``n_boot``, ``seed``; unset ones keep its defaults) and
-    the cache speedup (``regimes.cache_speedup``, when both cache settings were
-    measured) are run unless given as ``regimes`` / ``speedup``.
+    table. The detection (``regimes.detect_regimes(trials, x, y, by, **detect_options)``,
+    e.g. ``alpha``, ``min_ratio``, ``n_boot``, ``seed``, ``direction``) and the cache
+    speedup (``regimes.cache_speedup``, when both cache settings were measured) are run
+    unless given as ``regimes`` / ``speedup``.
 
     Charts, each included when the data supports it: latency per group (at most
     ``max_panels`` panels, groups with anomalies first); an overview heatmap when
@@ -260,9 +262,7 @@ def build_report(
     if regimes is None:
         from .detect import detect_regimes
 
-        options = {k: v for k, v in dict(alpha=alpha, min_ratio=min_ratio, n_boot=n_boot,
-                                          seed=seed).items() if v is not None}
-        regimes = detect_regimes(trials_raw, x=x, y=y, by=by, **options)
+        regimes = detect_regimes(trials_raw, x=x, y=y, by=by, **detect_options)
     x, y, group_columns = plot.report_axes(regimes)
     trials = validate_trials(trials_raw, x=x, y=y, required=[*group_columns, x, y])
     if speedup is None:
@@ -380,6 +380,13 @@ def _labelled(
         return frame.with_columns(pl.lit("all").alias(plot.GROUP_FIELD))
     return frame.join(labels.select([*keys, plot.GROUP_FIELD]), on=keys, how="left",
                       nulls_equal=True)
+
+
+def _level(result: Any) -> str:
+    """``95%``: the confidence level a result's intervals were computed at."""
+    params = getattr(result, "params", None) or {}
+    level = params.get("level", getattr(result, "level", 0.95))
+    return f"{100 * float(level):g}%"
 
 
 def _span(row: dict[str, Any]) -> str:
