@@ -47,7 +47,7 @@ import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,9 @@ __all__ = [
 
 EXIT_CODES: dict[str, int] = {"complete": 0, "failed": 1, "incomplete": 3, "interrupted": 130}
 """Process exit status for each final sweep status (130 = 128 + SIGINT, the shell convention)."""
+
+_CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
+"""Case columns, in the order they lead :data:`regimes.io.TRIAL_KEY`."""
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -134,7 +137,7 @@ class RunState:
     def read(cls, writer: RunWriter) -> RunState:
         run = writer.existing()
         trials, errors = run.trials, run.errors
-        case_cols = ["model", "backend", "dtype", "use_cache", "prompt_tokens", "budget"]
+        case_cols = list(_CASE_FIELDS)
         measured = trials.filter(~pl.col("warmup"))
         done = frozenset(
             measured.select([*case_cols, "session", "trial", "warmup"]).iter_rows()
@@ -257,7 +260,7 @@ def _error_row(run_id: str, case: Case, session: int, exc: BaseException | None,
 
 
 def _case_dict(case: Case) -> dict[str, Any]:
-    return {name: getattr(case, name) for name in Case.__dataclass_fields__}
+    return {name: getattr(case, name) for name in _CASE_FIELDS}
 
 
 class _SessionRun:
@@ -302,18 +305,26 @@ class _SessionRun:
         model_name, backend_name, dtype = load_key
         self.emit({"event": "load", "session": self.session, "model": model_name,
                    "backend": backend_name, "dtype": dtype})
+        backend: Backend | None = None
         try:
             backend = self.backend(backend_name)
             loaded = models.load_model(model_name, dtype=dtype, device=backend,
                                        weights=self.spec.weights, seed=self.spec.seed, label=model_name)
         except Exception as exc:
             self.record_errors(list(dict.fromkeys(t.case for t in items)), exc, len(items))
+            self.release(backend)
             return True
         try:
             return self.run_trials(loaded, backend, items)
         finally:
             del loaded
-            gc.collect()
+            self.release(backend)
+
+    @staticmethod
+    def release(backend: Backend | None) -> None:
+        """Free what a model or a failed generation left (it must not crowd the next)."""
+        gc.collect()
+        if backend is not None:
             backend.empty_cache()
 
     def run_trials(self, loaded: models.LoadedModel, backend: Backend, items: list[ScheduledTrial]) -> bool:
@@ -341,7 +352,10 @@ class _SessionRun:
             except Exception as exc:
                 failed.add(case)
                 self.record_errors([case], exc, remaining[case])
-                backend.empty_cache()
+            if case in failed:
+                # Outside the except block, whose traceback still holds the failed
+                # generation's tensors.
+                self.release(backend)
                 continue
             remaining[case] -= 1
             self.write_trial(item, timing, memory)
@@ -482,15 +496,10 @@ class _RunLock:
             self.fd = None
 
 
-def _open_run(spec: SweepSpec, run_dir: Path, meta: dict[str, Any]) -> RunWriter:
-    """Create ``run_dir`` or reopen it for a resume (the spec must be the same).
-
-    Called with the run locked, so the temporary files found here belong to writes
-    that were killed mid-way, never to a live writer, and can be removed.
-    """
+def _check_run_dir(spec: SweepSpec, run_dir: Path) -> None:
+    """Refuse, before touching anything, a directory that holds another spec's run or
+    something that is not a run at all."""
     meta_path = run_dir / "meta.json"
-    for stale in run_dir.glob("*/.part-*.tmp"):
-        stale.unlink()
     if meta_path.exists():
         try:
             stored = json.loads(meta_path.read_text())["spec"]
@@ -506,9 +515,17 @@ def _open_run(spec: SweepSpec, run_dir: Path, meta: dict[str, Any]) -> RunWriter
                 f"{str(run_dir)!r} holds a run of a different spec ({detail}); "
                 "use a new output directory, or the original spec to resume"
             )
-    elif run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
+    elif run_dir.exists() and (not run_dir.is_dir() or any(p.name != ".lock" for p in run_dir.iterdir())):
         raise SpecError(f"{str(run_dir)!r} exists and is not a run directory; choose an empty or new one")
-    return RunWriter(run_dir, meta)
+
+
+def _remove_stale_temp_files(run_dir: Path) -> None:
+    """Temporary files of writes that were killed mid-way.
+
+    Only called with the run locked, so none of them can belong to a live writer.
+    """
+    for stale in run_dir.glob("*/.part-*.tmp"):
+        stale.unlink()
 
 
 class _Progress:
@@ -651,7 +668,7 @@ def _run_process_session(spec: SweepSpec, writer: RunWriter, session: int, deadl
             return "failed"
         writer.write_errors(rows)
         for row in rows:
-            sink({"event": "error", "session": session, "case": {k: row[k] for k in Case.__dataclass_fields__},
+            sink({"event": "error", "session": session, "case": {k: row[k] for k in _CASE_FIELDS},
                   "error_type": row["error_type"], "error": row["error"]})
         state = RunState.read(writer)
         sink.retotal(sink.bar.n + sum(len(plan_session(spec, k, state)) for k in range(session, spec.sessions)))
@@ -693,10 +710,12 @@ def run_sweep(
         "command": command if command is not None else list(sys.argv),
         "environment": environment_metadata(spec.backends),
     }
+    _check_run_dir(spec, target)
     target.mkdir(parents=True, exist_ok=True)
     messages: list[str] = []
     with _RunLock(target, lock_wait_s) as lock, _Interrupts() as interrupts:
-        writer = _open_run(spec, target, meta)
+        _remove_stale_temp_files(target)
+        writer = RunWriter(target, meta)
         state = RunState.read(writer)
         plans = {k: plan_session(spec, k, state) for k in range(spec.sessions)}
         sink = _Progress(sum(map(len, plans.values())), progress)

@@ -181,6 +181,7 @@ def test_different_spec_or_foreign_directory_is_refused(tiny_run, tmp_path):
     (tmp_path / "notes.txt").write_text("not a run")
     with pytest.raises(SpecError, match="exists and is not a run directory"):
         run_sweep(spec, tmp_path, progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]  # refused before writing anything
 
 
 def test_instrumented_run_fills_the_steps_table(tmp_path):
