@@ -70,7 +70,7 @@ def _add_detection_options(parser: argparse.ArgumentParser) -> None:
                         help="group by these columns instead of the case columns present")
     parser.add_argument("--alpha", type=_probability, default=None,
                         help="false discovery rate of reported anomalies")
-    parser.add_argument("--min-ratio", type=_positive, default=None,
+    parser.add_argument("--min-ratio", type=_at_least_one, default=None,
                         help="smallest level ratio over the trend that counts as an anomaly")
     parser.add_argument("--direction", choices=("up", "down", "both"), default=None,
                         help="report slowdowns (up, the default), speedups (down) or both")
@@ -92,10 +92,10 @@ def _probability(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> float:
+def _at_least_one(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (a ratio over the trend), got {text}")
     return value
 
 

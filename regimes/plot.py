@@ -295,8 +295,7 @@ def _interval_part(
     group_columns: Sequence[str],
     x: str,
 ) -> pl.DataFrame:
-    if intervals.height == 0:
-        return pl.DataFrame()
+    """Intervals with drawing edges, a label position and a ``×ratio [CI]`` label."""
     _require(intervals, ["start", "end", "ratio", "ratio_low", "ratio_high"], "the intervals")
     keys = [c for c in group_columns if c in intervals.columns]
     edges = _cell_edges(curve, keys, x)
@@ -307,8 +306,14 @@ def _interval_part(
         ((pl.col("x_lo") + pl.col("x_hi")) / 2).alias("x_mid"),
         _ratio_label("ratio", "ratio_low", "ratio_high").alias("label"),
     )
-    return drawn.select([GROUP_FIELD, "x_mid", "label", *keep]).with_columns(
-        pl.lit("interval").alias("part")
+    return drawn.select([GROUP_FIELD, "x_mid", "label", *keep])
+
+
+def _stack_parts(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """One long table of a chart's parts, each row tagged with its part's name."""
+    return pl.concat(
+        [frame.with_columns(pl.lit(name).alias("part")) for name, frame in parts.items()],
+        how="diagonal_relaxed",
     )
 
 
@@ -359,47 +364,39 @@ def latency_chart(
     curve_cols = [x, "median", "ci_low", "ci_high"] + [
         c for c in ("baseline", "ratio", "n") if c in curve.columns
     ]
-    parts = [
-        _attach_labels(curve, labels, group_columns)
-        .select([GROUP_FIELD, *curve_cols])
-        .with_columns(pl.lit("curve").alias("part"))
-    ]
+    parts = {
+        "curve": _attach_labels(curve, labels, group_columns).select([GROUP_FIELD, *curve_cols])
+    }
     anomalies = getattr(report, "anomalies", None)
     if isinstance(anomalies, pl.DataFrame) and anomalies.height:
-        parts.append(_interval_part(anomalies, curve, labels, group_columns, x))
+        parts["interval"] = _interval_part(anomalies, curve, labels, group_columns, x)
     change_points = getattr(report, "change_points", None)
     if isinstance(change_points, pl.DataFrame) and "significant" in change_points.columns:
         change_points = change_points.filter(pl.col("significant"))
-    has_changes = isinstance(change_points, pl.DataFrame) and change_points.height > 0
-    if has_changes:
+    if isinstance(change_points, pl.DataFrame) and change_points.height:
         _require(change_points, ["x_before", "x_after", "ratio"], "the report's change_points")
         keys = [c for c in group_columns if c in change_points.columns]
         extra = [c for c in ("q_value", "p_value") if c in change_points.columns]
-        parts.append(
-            _attach_labels(change_points, labels, keys)
-            .select(
-                GROUP_FIELD,
-                ((pl.col("x_before") + pl.col("x_after")) / 2).alias("x_change"),
-                "x_before", "x_after", pl.col("ratio").alias("change_ratio"), *extra,
-            )
-            .with_columns(pl.lit("change").alias("part"))
+        parts["change"] = _attach_labels(change_points, labels, keys).select(
+            GROUP_FIELD,
+            ((pl.col("x_before") + pl.col("x_after")) / 2).alias("x_change"),
+            "x_before", "x_after", pl.col("ratio").alias("change_ratio"), *extra,
         )
-    has_trials = df is not None
-    if has_trials:
+    if df is not None:
         trials = validate_trials(df, x=x, y=y, required=[*group_columns, x, y])
-        parts.append(
-            _attach_labels(trials.select([*group_columns, x, y]), labels, group_columns)
-            .select([GROUP_FIELD, x, y])
-            .with_columns(pl.lit("trial").alias("part"))
-        )
-    data = pl.concat([p for p in parts if p.width], how="diagonal_relaxed")
+        parts["trial"] = _attach_labels(
+            trials.select([*group_columns, x, y]), labels, group_columns
+        ).select([GROUP_FIELD, x, y])
+    # Parts left empty by the group selection draw nothing: their layers are left out.
+    drawn = {name: frame for name, frame in parts.items() if frame.height}
+    data = _stack_parts(drawn)
 
     y_scale = _value_axis(y, log_y)
     y_title = f"{y} (median, CI)"
     layers: list[alt.Chart] = []
-    if any(p.width and p["part"][0] == "interval" for p in parts[1:]):
+    if "interval" in drawn:
         layers += _interval_layers(x, "anomaly", label_at_top=False)
-    if has_trials:
+    if "trial" in drawn:
         layers.append(
             alt.Chart().transform_filter(_part("trial")).mark_circle(
                 size=9, color=_TREND_COLOR, opacity=0.35
@@ -446,7 +443,7 @@ def latency_chart(
             x=_x_axis(x), y=alt.Y("median:Q", scale=y_scale, title=y_title), tooltip=tooltip
         )
     )
-    if has_changes:
+    if "change" in drawn:
         layers.append(
             alt.Chart().transform_filter(_part("change")).mark_rule(
                 color=_CHANGE_COLOR, strokeDash=[3, 2], strokeWidth=1.5
@@ -495,21 +492,17 @@ def speedup_chart(
     trend = next((c for c in ("baseline", "trend") if c in speed.columns), None)
     cols = [x, "speedup", "ci_low", "ci_high"] + ([trend] if trend else [])
     cols += [c for c in ("off_median", "on_median", "ratio") if c in speed.columns]
-    parts = [
-        _attach_labels(speed, labels, group_columns).select([GROUP_FIELD, *cols])
-        .with_columns(pl.lit("curve").alias("part"))
-    ]
+    parts = {"curve": _attach_labels(speed, labels, group_columns).select([GROUP_FIELD, *cols])}
     collapses = getattr(speedup_result, "collapses", None)
-    has_collapses = isinstance(collapses, pl.DataFrame) and collapses.height > 0
-    if has_collapses:
-        parts.append(_interval_part(collapses, speed, labels, group_columns, x))
-    data = pl.concat(parts, how="diagonal_relaxed")
+    if isinstance(collapses, pl.DataFrame) and collapses.height:
+        parts["interval"] = _interval_part(collapses, speed, labels, group_columns, x)
+    data = _stack_parts(parts)
 
     y_scale = _value_axis("speedup", log_y, zero=not log_y)
     y_title = "speedup, cache off / on (CI)"
     base = alt.Chart().transform_filter(_part("curve"))
     layers: list[alt.Chart] = []
-    if has_collapses:
+    if "interval" in parts:
         layers += _interval_layers(x, "collapse", label_at_top=True)
     layers.append(
         base.mark_area(color=_MEDIAN_COLOR, opacity=0.22).encode(
@@ -599,7 +592,7 @@ def phase_chart(
     order = labels[GROUP_FIELD].to_list()
     data = _attach_labels(stacked, labels, group_columns).select(
         GROUP_FIELD, x, "phase", "x0", "x1", "y0", "y1", "seconds", "latency_s", "n"
-    ).with_columns(pl.lit("phase").alias("part"))
+    )
     tooltip = [
         alt.Tooltip(f"{GROUP_FIELD}:N", title="group"), alt.Tooltip(f"{x}:Q"),
         alt.Tooltip("phase:N"), alt.Tooltip("seconds:Q", format=".4g", title="median s"),

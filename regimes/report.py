@@ -156,6 +156,8 @@ class RunReport:
             parts.append(f"<h3>Change points</h3><p>{change_points.height} significant of "
                          f"{tested} tested.</p>" + _html_table(change_points))
         if self.speedup is not None:
+            parts.append("<h3>KV-cache speedup</h3><pre class='summary'>"
+                         + _e(result_summary(self.speedup)) + "</pre>")
             parts.append("<h3>KV-cache speedup collapses</h3>"
                          + _anomaly_table(self.speedup.collapses,
                                           [c for c in self.group_columns if c != "use_cache"]))
@@ -266,7 +268,7 @@ def build_report(
     x, y, group_columns = plot.report_axes(regimes)
     trials = validate_trials(trials_raw, x=x, y=y, required=[*group_columns, x, y])
     if speedup is None:
-        speedup = _try_speedup(trials_raw, x, y, notes)
+        speedup = _try_speedup(trials_raw, x, y, by, detect_options, notes)
 
     labels, _ = plot.group_labels(regimes.curve, group_columns)
     charts = [_latency_section(regimes, trials, labels, group_columns, max_panels, notes)]
@@ -312,17 +314,24 @@ def _as_run(source: Any) -> Run:
     return Run(as_polars(source), pl.DataFrame(), pl.DataFrame(), {}, None)
 
 
-def _try_speedup(trials: pl.DataFrame, x: str, y: str, notes: list[str]) -> Any:
+_SHARED_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level", "penalty", "session")
+"""Options of ``detect_regimes`` that ``cache_speedup`` takes too (not ``direction``)."""
+
+
+def _try_speedup(
+    trials: pl.DataFrame, x: str, y: str, by: Sequence[str] | None,
+    detect_options: dict[str, Any], notes: list[str],
+) -> Any:
+    """The cache speedup when both cache settings were measured, else ``None``."""
     if "use_cache" not in trials.columns or trials["use_cache"].drop_nulls().n_unique() < 2:
         return None
+    from .speedup import cache_speedup
+
+    options = {k: v for k, v in detect_options.items() if k in _SHARED_OPTIONS}
+    speedup_by = None if by is None else [c for c in by if c != "use_cache"]
     try:
-        from .explain import cache_speedup
-    except ImportError:
-        notes.append("KV-cache speedup not analysed: regimes.explain is not available.")
-        return None
-    try:
-        return cache_speedup(trials, x=x, y=y)
-    except RegimesInputError as exc:
+        return cache_speedup(trials, x=x, y=y, by=speedup_by, **options)
+    except RegimesInputError as exc:  # e.g. no budget measured both ways
         notes.append(f"KV-cache speedup not analysed: {exc}")
         return None
 

@@ -1,0 +1,194 @@
+"""The offline HTML report: built from a synthetic run with the real detection.
+
+All data here is synthetic (``regimes.simulate``; run ids start with ``synthetic-``).
+The builders are shared with test_browser.py and test_cli_analyze.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from regimes import RunWriter
+from regimes.report import RunReport, build_report, headlines
+from regimes.schema import RegimesInputError
+from regimes.simulate import Sweep, simulate_sweep
+
+GRID = 16
+SPIKE_RATIO = 6.0
+SPIKE_SEED = 2
+"""Seed of the spiky curve: its spike covers budgets 96-144 (the sweep's truth)."""
+
+
+def synthetic_sweeps(*, both_cache: bool = True) -> list[tuple[str, bool, Sweep]]:
+    """The synthetic curves of the test run: ``(model, use_cache, sweep)``.
+
+    ``synthetic-spiky`` has a 4-budget spike of 6x with the cache on; every other curve
+    is smooth. Cache-off latency grows faster (quadratic), as without a KV cache.
+    """
+    common = dict(n_budgets=GRID, trials=4, sessions=2)
+    curves = [
+        ("synthetic-spiky", True, simulate_sweep(1, anomaly="spike", width=4, ratio=SPIKE_RATIO,
+                                                 seed=SPIKE_SEED, **common)),
+        ("synthetic-smooth", True, simulate_sweep(1, seed=11, **common)),
+    ]
+    if both_cache:
+        curves += [(name, False, simulate_sweep(1, trend="quadratic", per_token_s=0.06,
+                                                seed=seed, **common))
+                   for name, seed in (("synthetic-spiky", 12), ("synthetic-smooth", 13))]
+    return curves
+
+
+def synthetic_trials(*, instrumented: bool = True, both_cache: bool = True) -> pl.DataFrame:
+    """The trial table of :func:`synthetic_sweeps`, with phase times when instrumented."""
+    trials = pl.concat([
+        sweep.trials.with_columns(pl.lit(model).alias("model"), pl.lit(cache).alias("use_cache"))
+        for model, cache, sweep in synthetic_sweeps(both_cache=both_cache)
+    ]).drop("source")  # not a trial-table column; run_id still says synthetic
+    if instrumented:
+        prefill = pl.min_horizontal(pl.col("latency_s") * 0.3, pl.lit(0.01))
+        trials = trials.with_columns(
+            prefill.alias("prefill_s"), (pl.col("latency_s") - prefill).alias("decode_s"),
+            pl.lit(True).alias("instrumented"),
+        )
+    return trials
+
+
+SYNTHETIC_META = {
+    "name": "synthetic-report-test",
+    "environment": {"os": "Linux (synthetic)", "torch": "synthetic", "chip": "none"},
+    "env_vars": {"PYTORCH_ENABLE_MPS_FALLBACK": "1"},
+    "spec": {"budgets": [16 * i for i in range(1, GRID + 1)], "trials": 4},
+}
+
+
+def write_synthetic_run(path: Path, **options: bool) -> Path:
+    """Write :func:`synthetic_trials` as a run directory with metadata."""
+    RunWriter(path, dict(SYNTHETIC_META)).write_trials(synthetic_trials(**options))
+    return path
+
+
+def full_report(path: Path) -> RunReport:
+    """The report of a synthetic run that supports every chart."""
+    run = write_synthetic_run(path)
+    return build_report(run, n_boot=200)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> RunReport:
+    return full_report(tmp_path_factory.mktemp("run") / "run")
+
+
+@pytest.fixture(scope="module")
+def page(report, tmp_path_factory) -> str:
+    path = report.write(tmp_path_factory.mktemp("html") / "report.html")
+    return path.read_text(encoding="utf-8")
+
+
+def _specs(page: str) -> dict:
+    match = re.search(r'<script type="application/json" id="regimes-specs">(.*?)</script>',
+                      page, re.S)
+    assert match, "the page has no chart specs"
+    return json.loads(match.group(1))
+
+
+def test_report_finds_the_synthetic_spike(report):
+    truth = synthetic_sweeps()[0][2].truth.row(0, named=True)
+    anomalies = report.regimes.anomalies
+    assert anomalies.select("model", "use_cache", "start", "end").rows() == [
+        ("synthetic-spiky", True, truth["start"], truth["end"])
+    ]
+    assert anomalies["ratio_low"][0] < truth["ratio"] * 1.1
+    assert anomalies["ratio_high"][0] > truth["ratio"] / 1.1
+    lines = report.headlines()
+    assert lines[0].startswith(f"synthetic-spiky · cache on: latency_s at budget "
+                               f"{truth['start']}–{truth['end']} is ")
+    assert len(lines) == anomalies.height + (
+        report.speedup.collapses.height if report.speedup is not None else 0
+    )
+
+
+def test_page_is_self_contained(page):
+    assert page.startswith("<!DOCTYPE html>")
+    assert re.search(r"<script[^>]+\bsrc=", page) is None
+    assert re.search(r"<link\b", page) is None
+    assert re.search(r"""(src|href)=["']?https?:""", page) is None
+    assert "vegaEmbed" in page and "window.vega" in page  # the libraries are inline
+
+
+def test_page_holds_one_spec_per_chart(report, page):
+    specs = _specs(page)
+    assert list(specs) == [f"chart-{s.key}" for s in report.charts]
+    for key in specs:
+        assert f"id='{key}'" in page
+    assert {s.key for s in report.charts} >= {"latency", "heatmap", "phases"}
+    for spec in specs.values():
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+
+
+def test_page_shows_environment_and_findings(report, page):
+    assert "Linux (synthetic)" in page
+    assert "env_vars.PYTORCH_ENABLE_MPS_FALLBACK" in page
+    assert "Sweep specification" in page
+    row = report.regimes.anomalies.row(0, named=True)
+    assert f"{row['ratio_low']:.3g}" in page and f"{row['ratio_high']:.3g}" in page
+    assert "Regime detection" in page  # the detection's own summary
+    for line in report.headlines():
+        assert line.replace("'", "&#x27;") in page
+
+
+def test_charts_follow_what_the_data_supports(tmp_path):
+    plain = build_report(
+        write_synthetic_run(tmp_path / "plain", instrumented=False, both_cache=False), n_boot=200
+    )
+    assert [s.key for s in plain.charts] == ["latency"]  # 2 groups, no phases, one cache
+    assert plain.speedup is None
+    many = build_report(write_synthetic_run(tmp_path / "many", instrumented=False),
+                        n_boot=200, heatmap_min_groups=4)
+    assert "heatmap" in [s.key for s in many.charts]
+    assert "phases" not in [s.key for s in many.charts]
+
+
+def test_max_panels_keeps_the_anomalous_group(report):
+    narrow = build_report(report.trials, regimes=report.regimes, speedup=report.speedup,
+                          max_panels=1)
+    latency = next(s for s in narrow.charts if s.key == "latency").chart.to_dict()
+    assert latency["facet"]["sort"] == ["synthetic-spiky · cache on"]
+    assert any("1 of 4 groups" in note for note in narrow.notes)
+
+
+def test_headlines_without_anomalies(tmp_path):
+    smooth = build_report(
+        synthetic_trials(instrumented=False, both_cache=False).filter(
+            pl.col("model") == "synthetic-smooth"), n_boot=200)
+    assert smooth.regimes.anomalies.height == 0
+    assert headlines(smooth.regimes) == ["no anomaly: latency_s follows its smooth trend in "
+                                         "every group"]
+    assert "None significant." in smooth.to_html()
+
+
+def test_write_images(report, tmp_path):
+    pngs = report.write_images(tmp_path / "png")
+    assert [p.name for p in pngs] == [f"{s.key}.png" for s in report.charts]
+    for path in pngs:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = report.write_images(tmp_path / "svg", "svg")[0].read_text()
+    assert "<svg" in svg and "synthetic-spiky" in svg
+    with pytest.raises(RegimesInputError, match="png' or 'svg'"):
+        report.write_images(tmp_path, "gif")
+
+
+def test_unwritable_output_is_a_clear_error(report, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(RegimesInputError, match="cannot write"):
+        report.write(blocker / "report.html")
+
+
+def test_missing_run_is_a_clear_error(tmp_path):
+    with pytest.raises(RegimesInputError, match="does not exist"):
+        build_report(tmp_path / "nowhere")
