@@ -168,3 +168,22 @@ def test_save_writes_each_format_offline(report, tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(RegimesInputError, match="cannot write"):
         plot.save(chart, tmp_path / "file" / "heat.svg")
+
+
+def test_speedup_chart_shades_collapses(trials):
+    from regimes.speedup import cache_speedup
+
+    result = cache_speedup(trials, n_boot=200)
+    spec = plot.speedup_chart(result).to_dict()
+    data = chart_data(spec)
+    counts = dict(data.group_by("part").len().iter_rows())
+    assert counts["curve"] == result.speedup.height
+    assert counts.get("interval", 0) == result.collapses.height
+    assert spec["facet"]["sort"] == ["synthetic-smooth", "synthetic-spiky"]
+    assert any(layer.get("encoding", {}).get("y", {}).get("datum") == 1
+               for layer in spec["spec"]["layer"])  # the no-speedup line
+    curve = data.filter(pl.col("part") == "curve")
+    assert (curve["ci_low"] <= curve["speedup"]).all()
+    assert (curve["speedup"] <= curve["ci_high"]).all()
+    with pytest.raises(RegimesInputError, match="attribute 'speedup'"):
+        plot.speedup_chart(SimpleNamespace(speedup=None))
