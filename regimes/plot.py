@@ -3,10 +3,10 @@
 Every function returns an Altair chart, so a notebook renders it and :func:`save`
 writes it to HTML, PNG or SVG offline (through vl-convert, no browser, no network).
 
-Data travels inline in the Vega-Lite spec. Each chart draws only what it shows: the
-frames are reduced in polars first (medians per cell, heatmap cells binned along x),
-so a spec stays small and Altair's row limit for DataFrames never applies (the data
-is handed over as plain records, already rounded to six significant digits).
+Data travels inline in the Vega-Lite spec, as CSV text with explicit column types.
+Each chart draws only what it shows: the frames are reduced in polars first (medians
+per cell, heatmap cells binned along x), so a spec stays small, and Altair's row limit
+for DataFrames never applies because Altair is never handed a DataFrame.
 
 Layered charts are faceted over groups. Vega-Lite cannot facet layers that carry
 their own data, so the layers of one chart share one long table with a ``part``
@@ -317,7 +317,7 @@ def _stack_parts(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def _value_axis(title: str, log_y: bool, zero: bool = False) -> alt.Scale:
+def _value_axis(log_y: bool, zero: bool = False) -> alt.Scale:
     # A nice log domain snaps to whole decades and can squash the data into a third of
     # the panel, so the log axis ends at the data.
     return alt.Scale(type="log", nice=False) if log_y else alt.Scale(zero=zero)
@@ -391,7 +391,7 @@ def latency_chart(
     drawn = {name: frame for name, frame in parts.items() if frame.height}
     data = _stack_parts(drawn)
 
-    y_scale = _value_axis(y, log_y)
+    y_scale = _value_axis(log_y)
     y_title = f"{y} (median, CI)"
     layers: list[alt.Chart] = []
     if "interval" in drawn:
@@ -498,7 +498,7 @@ def speedup_chart(
         parts["interval"] = _interval_part(collapses, speed, labels, group_columns, x)
     data = _stack_parts(parts)
 
-    y_scale = _value_axis("speedup", log_y, zero=not log_y)
+    y_scale = _value_axis(log_y, zero=not log_y)
     y_title = "speedup, cache off / on (CI)"
     base = alt.Chart().transform_filter(_part("curve"))
     layers: list[alt.Chart] = []
