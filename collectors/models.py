@@ -83,6 +83,11 @@ class ModelPreset:
         """A fresh config object; building it allocates no weights."""
         return _CONFIG_CLASSES[self.family](**dict(self.config_kwargs))
 
+    @property
+    def max_positions(self) -> int | None:
+        """Longest sequence the position table allows; ``None`` for ALiBi (BLOOM)."""
+        return _max_positions(self.config())
+
 
 def _gpt2(name: str, n_layer: int, n_embd: int, n_head: int, hub_id: str) -> ModelPreset:
     return ModelPreset(

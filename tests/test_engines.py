@@ -206,3 +206,47 @@ def test_long_sequences_run_without_position_limit_on_alibi(models):
     loaded = models["tiny-bloom"]
     timing = run_generation(loaded, cpu, make_prompt(1100, 1000), budget=2, use_cache=True, engine="loop")
     assert timing.new_tokens == 2
+
+
+@pytest.fixture(scope="module")
+def accelerator():
+    from collectors.backends import available_backends, get_backend
+
+    names = [name for name in available_backends() if name != "cpu"]
+    if not names:
+        pytest.skip("no CUDA or MPS device in this process")
+    return get_backend(names[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_accelerator_engines_agree_and_split_latency(accelerator, prompt, name, use_cache):
+    loaded = _diverse(name)
+    loaded = dataclasses.replace(loaded, model=loaded.model.to(accelerator.torch_device))
+    memory = accelerator.memory()
+    assert set(memory) == {"mem_allocated_bytes", "mem_driver_bytes"}
+    assert memory["mem_allocated_bytes"] > 0 and memory["mem_driver_bytes"] >= memory["mem_allocated_bytes"]
+    runs = {
+        engine: run_generation(loaded, accelerator, prompt, budget=16, use_cache=use_cache, engine=engine)
+        for engine in ENGINES
+    }
+    assert torch.equal(runs["generate"].tokens, runs["loop"].tokens)
+    assert runs["generate"].tokens.device.type == accelerator.torch_device.type
+    for engine in ENGINES:
+        timed = run_generation(loaded, accelerator, prompt, budget=16, use_cache=use_cache,
+                               engine=engine, instrument=True)
+        assert torch.equal(timed.tokens, runs[engine].tokens)
+        assert len(timed.step_s) == 16 and all(step > 0 for step in timed.step_s)
+        assert abs(timed.prefill_s + timed.decode_s - timed.latency_s) <= 1e-6 + 0.01 * timed.latency_s
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_accelerator_half_precision(accelerator, prompt, dtype):
+    if not accelerator.supports_dtype(dtype):
+        pytest.skip(f"{accelerator.device_name()} does not support {dtype}")
+    loaded = load_model("tiny-opt", dtype=dtype, device=accelerator)
+    for engine in ENGINES:
+        timing = run_generation(loaded, accelerator, prompt, budget=8, use_cache=True, engine=engine)
+        assert timing.new_tokens == 8

@@ -142,3 +142,10 @@ def test_make_prompt_is_deterministic_and_avoids_special_ids():
             make_prompt(bad, 1000)
     with pytest.raises(ValueError, match="vocab_size"):
         make_prompt(3, 5)
+
+
+def test_preset_max_positions_agrees_with_the_loaded_model():
+    for name in TINY:
+        assert PRESETS[name].max_positions == load_model(name).max_positions
+    assert PRESETS["gpt2-large"].max_positions == 1024
+    assert PRESETS["bloom-560m"].max_positions is None
