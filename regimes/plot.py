@@ -317,6 +317,25 @@ def _stack_parts(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
+NOISY_SPREAD = 3.0
+"""A panel whose CI or trials reach this many times their cell's median is drawn on a
+log axis by default (see :func:`_noisy`)."""
+
+
+def _noisy(data: pl.DataFrame, center: str, highs: Sequence[str]) -> bool:
+    """Whether some value in ``highs`` lies ``NOISY_SPREAD`` times above ``center``.
+
+    On a linear axis such a value (a CI stretched by a few slow trials, a stray trial)
+    sets the scale and flattens the curve to the floor of its panel; on a log axis
+    the curve keeps its shape and the outlier its place. A spike does not trigger
+    this: its trials sit with their own cell's median.
+    """
+    worst = data.select(
+        pl.max_horizontal([(pl.col(h) / pl.col(center)).max() for h in highs])
+    ).item()
+    return worst is not None and worst >= NOISY_SPREAD
+
+
 def _value_axis(log_y: bool, zero: bool = False) -> alt.Scale:
     # A nice log domain snaps to whole decades and can squash the data into a third of
     # the panel, so the log axis ends at the data.
@@ -330,7 +349,7 @@ def latency_chart(
     report: Any,
     df: Any = None,
     *,
-    log_y: bool = False,
+    log_y: bool | None = None,
     groups: Sequence[str] | None = None,
     columns: int = 2,
     title: str | None = None,
@@ -346,8 +365,10 @@ def latency_chart(
     ones when the frame has a ``significant`` column).
 
     ``groups`` restricts the panels to those group labels (see :func:`group_labels`);
-    ``log_y`` puts latency on a log axis, where a constant ratio is a constant gap.
-    Each panel has its own y scale.
+    ``log_y`` puts latency on a log axis, where a constant ratio is a constant gap;
+    by default (``None``) the axis is logarithmic when the CI or a trial reaches
+    :data:`NOISY_SPREAD` times its cell's median, linear otherwise. Each panel has
+    its own y scale.
     """
     x, y, group_columns = report_axes(report)
     curve = _frame_attr(report, "curve")
@@ -391,8 +412,17 @@ def latency_chart(
     drawn = {name: frame for name, frame in parts.items() if frame.height}
     data = _stack_parts(drawn)
 
+    if log_y is None:
+        highs = ["ci_high"]
+        if "trial" in drawn:
+            highs.append("trial_max")
+            spread = drawn["trial"].group_by(GROUP_FIELD, x).agg(pl.col(y).max().alias("trial_max"))
+            cells = drawn["curve"].join(spread, on=[GROUP_FIELD, x], how="left")
+        else:
+            cells = drawn["curve"]
+        log_y = _noisy(cells, "median", highs)
     y_scale = _value_axis(log_y)
-    y_title = f"{y} (median, CI)"
+    y_title = f"{y} (median, CI{', log scale' if log_y else ''})"
     layers: list[alt.Chart] = []
     if "interval" in drawn:
         layers += _interval_layers(x, "anomaly", label_at_top=False)
@@ -467,14 +497,16 @@ def speedup_chart(
     *,
     x: str | None = None,
     columns: int = 2,
-    log_y: bool = False,
+    log_y: bool | None = None,
     title: str | None = None,
 ) -> alt.FacetChart:
     """KV-cache speedup (cache-off latency / cache-on latency) against the budget.
 
     Per group: the speedup line with its CI band, a rule at 1 (no speedup), the trend
     if the result carries one, and the collapse intervals (significant dips below
-    the trend) shaded and labelled with their ratio and CI.
+    the trend) shaded and labelled with their ratio and CI. ``log_y`` as in
+    :func:`latency_chart` (by default log when a CI reaches :data:`NOISY_SPREAD` times
+    its speedup).
     """
     speed = _frame_attr(speedup_result, "speedup")
     x = x or getattr(speedup_result, "x", None) or next(
@@ -498,8 +530,10 @@ def speedup_chart(
         parts["interval"] = _interval_part(collapses, speed, labels, group_columns, x)
     data = _stack_parts(parts)
 
+    if log_y is None:
+        log_y = _noisy(parts["curve"], "speedup", ["ci_high"])
     y_scale = _value_axis(log_y, zero=not log_y)
-    y_title = "speedup, cache off / on (CI)"
+    y_title = f"speedup, cache off / on (CI{', log scale' if log_y else ''})"
     base = alt.Chart().transform_filter(_part("curve"))
     layers: list[alt.Chart] = []
     if "interval" in parts:

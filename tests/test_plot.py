@@ -96,6 +96,22 @@ def test_latency_chart_options(report):
         plot.latency_chart(report, groups=["no such group"])
 
 
+def _y_scale_types(spec: dict) -> set:
+    return {layer["encoding"]["y"].get("scale", {}).get("type", "linear")
+            for layer in spec["spec"]["layer"]
+            if "field" in layer.get("encoding", {}).get("y", {})}
+
+
+def test_latency_axis_turns_log_when_outliers_would_flatten_it(report, trials):
+    assert _y_scale_types(plot.latency_chart(report, trials).to_dict()) == {"linear"}
+    stray = trials.with_row_index("row").with_columns(
+        pl.when(pl.col("row") == 0).then(pl.col("latency_s") * 20)
+        .otherwise(pl.col("latency_s")).alias("latency_s")
+    ).drop("row")
+    assert _y_scale_types(plot.latency_chart(report, stray).to_dict()) == {"log"}
+    assert _y_scale_types(plot.latency_chart(report, stray, log_y=False).to_dict()) == {"linear"}
+
+
 def test_axes_are_read_from_the_report(report):
     assert plot.report_axes(report) == (report.x, report.y, report.group_columns)
     bare = SimpleNamespace(curve=report.curve.drop("device"))
