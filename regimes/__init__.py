@@ -29,6 +29,8 @@ _LAZY: dict[str, str] = {
     "memory_confound": "confound",
     "RegimeReport": "detect",
     "detect_regimes": "detect",
+    "SpeedupResult": "speedup",
+    "cache_speedup": "speedup",
     "published_gpt2_medium": "simulate",
     "simulate_sweep": "simulate",
 }
@@ -38,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .confound import MemoryConfound, memory_confound
     from .detect import RegimeReport, detect_regimes
     from .simulate import published_gpt2_medium, simulate_sweep
+    from .speedup import SpeedupResult, cache_speedup
 
 
 def __getattr__(name: str) -> Any:

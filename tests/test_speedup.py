@@ -1,0 +1,178 @@
+"""cache_speedup: speedup per budget with bootstrap CIs, and collapses below its trend.
+
+The trial data are synthetic (seeded): either lognormal trials around the published
+gpt2-medium MPS cache table of DESIGN.md, or :func:`regimes.simulate_sweep` curves.
+"""
+
+import warnings
+
+import numpy as np
+import polars as pl
+import pytest
+
+import regimes
+from regimes import RegimesInputError, RegimesWarning
+from regimes.bootstrap import cell_summaries
+from regimes.resample import cell_replicates
+from regimes.simulate import simulate_sweep
+from regimes.speedup import cache_speedup
+
+BUDGETS = [128, 256, 384, 512, 640, 768]
+CACHE_ON = [1.4, 2.9, 5.1, 83.2, 8.8, 9.7]
+CACHE_OFF = [6.8, 20.6, 42.7, 161.6, 139.0, 196.6]
+
+
+def published_cache_table(seed: int, trials: int = 5, cv: float = 0.10) -> pl.DataFrame:
+    """Synthetic trials whose means are the published cache-on/off table (one process
+    per cell, as the authors ran a fresh server per case)."""
+    rng = np.random.default_rng(seed)
+    sd = np.sqrt(np.log1p(cv**2))
+    frames = []
+    for use_cache, means in ((True, CACHE_ON), (False, CACHE_OFF)):
+        index = np.repeat(np.arange(len(BUDGETS)), trials)
+        frames.append(pl.DataFrame({
+            "run_id": f"synthetic-published-cache-{seed}",
+            "session": index * 2 + int(use_cache),
+            "backend": "mps", "model": "gpt2-medium", "use_cache": use_cache,
+            "budget": np.asarray(BUDGETS)[index],
+            "latency_s": np.asarray(means)[index] * np.exp(rng.normal(-sd**2 / 2, sd, index.size)),
+        }))
+    return pl.concat(frames)
+
+
+def on_and_off(on: pl.DataFrame, off: pl.DataFrame) -> pl.DataFrame:
+    """Pair two simulated sweeps as cache on and cache off of the same models."""
+    return pl.concat([on, off.with_columns(pl.lit(False).alias("use_cache"))])
+
+
+@pytest.fixture(scope="module")
+def published_results():
+    return [cache_speedup(published_cache_table(seed), n_boot=1000) for seed in range(10)]
+
+
+def test_published_speedup_at_512_is_near_1_9_and_apart(published_results):
+    for result in published_results:
+        table = result.speedup.sort("budget")
+        assert table.get_column("budget").to_list() == BUDGETS
+        at = table.filter(pl.col("budget") == 512).row(0, named=True)
+        assert 1.5 < at["speedup"] < 2.5
+        assert at["ci_low"] < at["speedup"] < at["ci_high"]
+        others = table.filter(pl.col("budget") != 512)
+        assert at["ci_high"] < others.get_column("ci_low").min()
+        # the other speedups sit around their published values (4.9 ... 20.3)
+        published = np.asarray(CACHE_OFF) / np.asarray(CACHE_ON)
+        np.testing.assert_allclose(table.get_column("speedup"), published, rtol=0.25)
+
+
+def test_published_collapse_is_512_and_only_512(published_results):
+    found = [r.collapses for r in published_results]
+    assert all(c.height <= 1 for c in found)
+    hits = [c for c in found if c.height]
+    assert all(c.row(0, named=True)["start"] == c.row(0, named=True)["end"] == 512 for c in hits)
+    # A 6-budget grid leaves 3 second differences to estimate the between-cell variance,
+    # so some draws cannot reach significance; most do.
+    assert len(hits) >= 6
+    first = published_results[0]
+    row = first.collapses.row(0, named=True)
+    assert row["ratio_high"] < 0.3 and row["q_value"] < 0.05 and row["recovered"]
+    assert "512..512" in first.summary()
+
+
+def test_smooth_speedups_report_no_collapse():
+    on = simulate_sweep(20, n_budgets=12, budget_step=32, seed=11).trials
+    off = simulate_sweep(20, n_budgets=12, budget_step=32, trend="quadratic",
+                         per_token_s=(0.02, 0.1), seed=12).trials
+    result = cache_speedup(on_and_off(on, off), n_boot=200)
+    assert result.collapses.height == 0
+    assert result.speedup.height == 20 * 12
+    assert result.speedup.select((pl.col("ratio") - 1).abs().max()).item() < 0.5
+
+
+def test_cache_on_spike_is_a_collapse_with_its_boundaries():
+    sweep = simulate_sweep(10, anomaly="spike", n_budgets=24, width=2, budget_step=32, seed=3)
+    off = simulate_sweep(10, n_budgets=24, budget_step=32, trend="quadratic",
+                         per_token_s=(0.02, 0.1), seed=4).trials
+    result = cache_speedup(on_and_off(sweep.trials, off), n_boot=200)
+    matched = sweep.truth.join(result.collapses, on="model", suffix="_found")
+    exact = matched.filter(((pl.col("start_found") - pl.col("start")).abs() <= 32)
+                           & ((pl.col("end_found") - pl.col("end")).abs() <= 32))
+    assert exact.height >= 8
+    assert (matched.get_column("ratio_found") < 1).all()
+
+
+def test_scale_and_row_order_change_nothing():
+    df = published_cache_table(0)
+    base = cache_speedup(df, n_boot=500)
+    moved = cache_speedup(df.with_columns(pl.col("latency_s") * 1000).sample(
+        fraction=1.0, shuffle=True, seed=1), n_boot=500)
+    for column in ("speedup", "ci_low", "ci_high", "trend"):
+        np.testing.assert_allclose(moved.speedup[column], base.speedup[column], rtol=1e-9)
+    assert moved.collapses.select("start", "end", "kind").equals(
+        base.collapses.select("start", "end", "kind"))
+    for column in ("ratio", "ratio_low", "ratio_high", "p_value"):
+        np.testing.assert_allclose(moved.collapses[column], base.collapses[column], rtol=1e-6)
+
+
+def test_same_seed_same_answer_other_seed_other_interval():
+    df = published_cache_table(0).with_columns((pl.col("session") % 3).alias("session"))
+    a = cache_speedup(df, n_boot=300, seed=5).speedup
+    b = cache_speedup(df, n_boot=300, seed=5).speedup
+    c = cache_speedup(df, n_boot=300, seed=6).speedup
+    assert a.equals(b)
+    assert not np.allclose(a["ci_low"], c["ci_low"])
+
+
+def test_replicates_match_the_core_bootstrap_interval():
+    trials = simulate_sweep(3, n_budgets=4, sessions=3, trials=4, seed=9).trials
+    keys = ["model", "budget"]
+    reps = cell_replicates(trials, keys, ["latency_s"], session="session", n_boot=4000, seed=2)
+    ours = np.quantile(reps.replicates[:, :, 0], [0.025, 0.975], axis=1).T
+    core = cell_summaries(trials, keys, "latency_s", session="session", n_boot=4000, seed=3)
+    assert reps.cells.select(keys).equals(core.select(keys))
+    np.testing.assert_allclose(ours, core.select("ci_low", "ci_high").to_numpy(), rtol=0.03)
+    np.testing.assert_allclose(reps.median[:, 0], core.get_column("median"))
+
+
+def test_cells_measured_one_way_are_left_out_with_a_warning():
+    df = published_cache_table(0).filter(~((pl.col("budget") == 768) & ~pl.col("use_cache")))
+    with pytest.warns(RegimesWarning, match="left out 1"):
+        result = cache_speedup(df, n_boot=200)
+    assert 768 not in result.speedup.get_column("budget").to_list()
+
+
+@pytest.mark.parametrize(("keep", "message"), [
+    (pl.col("use_cache"), "no cache-off rows"),
+    (~pl.col("use_cache"), "no cache-on rows"),
+])
+def test_one_cache_state_is_a_clear_error(keep, message):
+    with pytest.raises(RegimesInputError, match=message):
+        cache_speedup(published_cache_table(0).filter(keep))
+
+
+def test_no_overlapping_budgets_is_a_clear_error():
+    df = published_cache_table(0).with_columns(
+        pl.when(pl.col("use_cache")).then(pl.col("budget") + 1).otherwise(pl.col("budget"))
+        .alias("budget"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RegimesWarning)
+        with pytest.raises(RegimesInputError, match="measured both with and without"):
+            cache_speedup(df)
+
+
+def test_missing_or_null_cache_column_is_a_clear_error():
+    df = published_cache_table(0)
+    with pytest.raises(RegimesInputError, match="no 'use_cache' column"):
+        cache_speedup(df.drop("use_cache"))
+    with pytest.raises(RegimesInputError, match="null"):
+        cache_speedup(df.with_columns(pl.when(pl.col("budget") == 128).then(None)
+                                      .otherwise(pl.col("use_cache")).alias("use_cache")))
+    with pytest.raises(RegimesInputError, match="by= must not contain"):
+        cache_speedup(df, by=["model", "use_cache"])
+
+
+def test_chart_and_public_names(published_results):
+    from regimes.plot import speedup_chart
+
+    spec = speedup_chart(published_results[0]).to_dict()
+    assert spec["data"] or spec.get("datasets")
+    assert regimes.cache_speedup is cache_speedup
