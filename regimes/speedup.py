@@ -38,13 +38,8 @@ import polars as pl
 from ._anomalies import group_label, summary_text
 from .changepoints import difference_trend
 from .detect import MIN_CELLS, _benjamini_hochberg, _prepare
-from .intervals import (
-    CurveEstimates,
-    between_cell_variance,
-    cell_levels,
-    select_non_overlapping,
-    test_intervals,
-)
+from .flank_test import test_fixed_interval
+from .intervals import between_cell_variance, cell_levels, select_non_overlapping
 from .resample import cell_replicates
 from .schema import RegimesInputError, RegimesWarning
 
@@ -263,19 +258,16 @@ def _find_collapses(
     """Test every interval of each log-speedup curve against its flank trend (down).
 
     The tests are :func:`regimes.intervals.test_intervals` with their scan-adjusted
-    p-values, Benjamini-Hochberg over the call, ``min_ratio`` and the greedy choice of
-    non-overlapping intervals, as in :func:`regimes.detect_regimes`. Two things differ,
-    both because speedup grids are often short (6 budgets in the published table):
+    p-values, Benjamini-Hochberg, ``min_ratio`` and a greedy choice of non-overlapping
+    intervals, as in :func:`regimes.detect_regimes`. What differs is made for short
+    grids (6 budgets in the published table):
 
-    * every interval is a candidate, not only runs of segments. The scan adjustment
-      already covers every interval of the grid, so this costs no validity, and a
-      segmentation needs the between-cell variance first. Benjamini-Hochberg then runs
-      over each curve's greedy non-overlapping choice, not over every overlapping
-      variant of one dip;
-    * the between-cell variance :math:`\tau^2` is estimated with the tested interval left
-      out. On a short curve a single anomalous cell enters most second differences (3 of
-      4 with 6 cells) and inflates a whole-curve estimate until nothing is significant.
-      With fewer than 5 cells left the whole-curve estimate is used.
+    * every interval is a candidate, framed by :mod:`regimes.flank_test` (with the
+      between-cell variance estimated without it), not only runs of segments. The
+      scan adjustment already covers every interval of the grid, so this costs no
+      validity, and a segmentation would need the between-cell variance first;
+    * Benjamini-Hochberg runs over each curve's greedy non-overlapping choice, not over
+      every overlapping variant of one dip (see :func:`_choose` for the order).
     """
     parts = curves.partition_by(group_columns, maintain_order=True) if group_columns else [curves]
     arrays = []
@@ -349,15 +341,8 @@ def _scan_down(
         for end in range(start, t):
             if start == 0 and end == t - 1:
                 continue
-            keep = np.r_[0:start, end + 1:t]
-            tau = between_cell_variance(u[keep], lev[keep], var[keep])
-            est = CurveEstimates(u, lev, var, dof, *(tau if math.isfinite(tau[0]) else whole_tau))
-            breaks, first, last = _candidate_segments(start, end, t)
-            # test_intervals reads the smooth trend only for intervals touching an end.
-            touches_end = start == 0 or end == t - 1
-            smooth = difference_trend(u, lev, est.total_var, breaks) if touches_end else None
-            tests = test_intervals(est, [(start, end, first, last)], breaks, smooth=smooth,
-                                   direction="down", level=level)
+            tests = test_fixed_interval(u, lev, var, dof, start, end, whole_tau,
+                                        direction="down", level=level)
             ratio, low, high = tests.ratio_interval(level)
             for name, value in (("start", start), ("end", end), ("kind", tests.kind[0]),
                                 ("peak", tests.peak[0]), ("p_value", tests.p_value[0]),
@@ -366,25 +351,6 @@ def _scan_down(
                                 ("ratio_high", high[0]), ("trend", tests.trend[0])):
                 out[name].append(value)
     return {k: (v if k == "trend" else np.asarray(v)) for k, v in out.items()}
-
-
-def _candidate_segments(start: int, end: int, t: int, flank: int = 3) -> tuple[list[int], int, int]:
-    """Breaks that make ``[start, end]`` a run of segments, and its first/last segment.
-
-    An interval touching an end of the grid gets its outer ``flank`` cells as a segment
-    of their own: :func:`~regimes.intervals.test_intervals` requires that segment to stand
-    off the flank too, so a dip followed by recovery cannot pass for a collapse that
-    runs to the end of the grid (nor one preceded by normal cells for one from its start).
-    """
-    width = end - start + 1
-    inner = {start, end + 1}
-    if start == 0 and width > flank:
-        inner.add(flank)
-    if end == t - 1 and width > flank:
-        inner.add(t - flank)
-    breaks = sorted(b for b in inner if 0 < b < t)
-    edges = [0, *breaks, t]
-    return breaks, edges.index(start), edges.index(end + 1) - 1
 
 
 def _choose(scan: dict[str, np.ndarray], alpha: float, min_ratio: float) -> list[int]:
