@@ -23,6 +23,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 _LAZY: dict[str, str] = {
+    "BackendComparison": "backends_compare",
+    "compare_backends": "backends_compare",
     "BoundaryAlignment": "alignment",
     "align_boundaries": "alignment",
     "MemoryConfound": "confound",
@@ -37,6 +39,7 @@ _LAZY: dict[str, str] = {
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .alignment import BoundaryAlignment, align_boundaries
+    from .backends_compare import BackendComparison, compare_backends
     from .confound import MemoryConfound, memory_confound
     from .detect import RegimeReport, detect_regimes
     from .simulate import published_gpt2_medium, simulate_sweep

@@ -24,13 +24,49 @@ gated one of ``test_intervals``, valid when the interval was picked from the sam
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
+import polars as pl
 
 from .changepoints import difference_trend
 from .intervals import CurveEstimates, IntervalTests, between_cell_variance, test_intervals
 
-__all__ = ["interval_segments", "test_fixed_interval"]
+__all__ = ["Curve", "curve_from_levels", "interval_segments", "test_fixed_interval",
+           "whole_curve_taus"]
+
+
+class Curve(NamedTuple):
+    """One curve's cells in increasing x: positions, trend coordinate, log levels with
+    their sampling variances and df (from :func:`regimes.intervals.cell_levels`)."""
+
+    x: np.ndarray
+    u: np.ndarray
+    level: np.ndarray
+    var: np.ndarray
+    df: np.ndarray
+
+
+def curve_from_levels(cells: pl.DataFrame, x: str = "_x") -> Curve:
+    """A :class:`Curve` from one curve's rows of ``cell_levels`` output.
+
+    The trend coordinate is ``log x`` when every x is positive, as in detection.
+    """
+    cells = cells.sort(x)
+    xs = cells.get_column(x).to_numpy()
+    u = np.log(xs) if np.all(xs > 0) else xs.astype(float)
+    return Curve(xs, u, *(cells.get_column(c).to_numpy() for c in ("level", "var", "df")))
+
+
+def whole_curve_taus(curves: Sequence[Curve]) -> list[tuple[float, float]]:
+    """Whole-curve between-cell variance ``(tau2, df)`` of each curve; curves too short
+    for their own estimate borrow the median of the others, as detection does."""
+    taus = [between_cell_variance(c.u, c.level, c.var) for c in curves]
+    known = [t for t in taus if math.isfinite(t[0])]
+    fallback = (float(np.median([t[0] for t in known])), float(np.median([t[1] for t in known]))
+                ) if known else (0.0, 0.0)
+    return [t if math.isfinite(t[0]) else fallback for t in taus]
 
 
 def interval_segments(start: int, end: int, t: int, flank: int = 3) -> tuple[list[int], int, int]:
@@ -48,10 +84,7 @@ def interval_segments(start: int, end: int, t: int, flank: int = 3) -> tuple[lis
 
 
 def test_fixed_interval(
-    u: np.ndarray,
-    level_values: np.ndarray,
-    var: np.ndarray,
-    dof: np.ndarray,
+    curve: Curve,
     start: int,
     end: int,
     whole_tau: tuple[float, float],
@@ -59,7 +92,8 @@ def test_fixed_interval(
     direction: str = "up",
     level: float = 0.95,
 ) -> IntervalTests:
-    """Test cells ``start..end`` of one curve (log levels with variances and df)."""
+    """Test cells ``start..end`` (indices) of one curve against its flank trend."""
+    u, level_values, var, dof = curve.u, curve.level, curve.var, curve.df
     t = u.size
     if start == 0 and end == t - 1:
         raise ValueError("the interval covers the whole grid: no flank to compare with")

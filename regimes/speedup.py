@@ -38,8 +38,8 @@ import polars as pl
 from ._anomalies import group_label, summary_text
 from .changepoints import difference_trend
 from .detect import MIN_CELLS, _benjamini_hochberg, _prepare
-from .flank_test import test_fixed_interval
-from .intervals import between_cell_variance, cell_levels, select_non_overlapping
+from .flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
+from .intervals import cell_levels, select_non_overlapping
 from .resample import cell_replicates
 from .schema import RegimesInputError, RegimesWarning
 
@@ -270,20 +270,10 @@ def _find_collapses(
       every overlapping variant of one dip (see :func:`_choose` for the order).
     """
     parts = curves.partition_by(group_columns, maintain_order=True) if group_columns else [curves]
-    arrays = []
-    for part in parts:
-        xs = part.get_column("_x").to_numpy()
-        u = np.log(xs) if np.all(xs > 0) else xs
-        arrays.append((xs, u, *(part.get_column(c).to_numpy() for c in ("level", "var", "df"))))
-    whole = [between_cell_variance(u, lev, var) for _, u, lev, var, _ in arrays]
-    known = [t for t in whole if math.isfinite(t[0])]
-    # Curves too short for their own estimate borrow the median of the call's curves.
-    fallback = (float(np.median([t[0] for t in known])), float(np.median([t[1] for t in known]))
-                ) if known else (0.0, 0.0)
+    arrays = [curve_from_levels(part) for part in parts]
     scans = [
-        _scan_down(u, lev, var, dof, whole_tau if math.isfinite(whole_tau[0]) else fallback, level)
-        if xs.size >= MIN_CELLS else None
-        for (xs, u, lev, var, dof), whole_tau in zip(arrays, whole)
+        _scan_down(curve, tau, level) if curve.x.size >= MIN_CELLS else None
+        for curve, tau in zip(arrays, whole_curve_taus(arrays))
     ]
     # Per curve the greedy non-overlapping set first, then BH across the call's chosen
     # intervals: with every interval a candidate, BH over all of them would count the
@@ -328,12 +318,9 @@ def _find_collapses(
     return trend_frame, pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _scan_down(
-    u: np.ndarray, lev: np.ndarray, var: np.ndarray, dof: np.ndarray,
-    whole_tau: tuple[float, float], level: float,
-) -> dict[str, np.ndarray]:
+def _scan_down(curve: Curve, whole_tau: tuple[float, float], level: float) -> dict[str, np.ndarray]:
     """Every interval of one curve but the whole grid, tested downwards (see above)."""
-    t = u.size
+    t = curve.x.size
     out: dict[str, list] = {k: [] for k in (
         "start", "end", "kind", "peak", "p_value", "estimate", "se", "ratio", "ratio_low",
         "ratio_high", "trend")}
@@ -341,8 +328,8 @@ def _scan_down(
         for end in range(start, t):
             if start == 0 and end == t - 1:
                 continue
-            tests = test_fixed_interval(u, lev, var, dof, start, end, whole_tau,
-                                        direction="down", level=level)
+            tests = test_fixed_interval(curve, start, end, whole_tau, direction="down",
+                                        level=level)
             ratio, low, high = tests.ratio_interval(level)
             for name, value in (("start", start), ("end", end), ("kind", tests.kind[0]),
                                 ("peak", tests.peak[0]), ("p_value", tests.p_value[0]),

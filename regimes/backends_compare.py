@@ -1,0 +1,255 @@
+"""Is an anomaly specific to its backend?  The same interval on the other backends.
+
+For an anomaly found on backend ``B`` over ``[start, end]`` of ``x``, and every other
+backend ``B'`` measured for the same case (the group columns without ``backend`` and
+``device``), the interval is carried over to ``B'``'s curve and both curves are tested
+the same way (:mod:`regimes.flank_test`): the log ratio of the interval's level over
+its flank trend, :math:`D_B` and :math:`D_{B'}`, each with a standard error and
+Welch-Satterthwaite df from the cells' sampling variances and the curve's between-cell
+variance (estimated without the interval).
+
+The specificity test is on the difference of log ratios,
+
+.. math::  \\Delta = D_B - D_{B'}, \\qquad
+           \\operatorname{se}(\\Delta) = \\sqrt{\\operatorname{se}_B^2 + \\operatorname{se}_{B'}^2},
+
+the curves being measured independently; its p-value is one-sided in the anomaly's
+direction (``B`` slower than its trend by more than ``B'`` is, for a spike) against a t
+with Welch df, and Benjamini-Hochberg q-values run over every comparison of the call.
+The anomaly is *specific* to ``B`` when every other backend compares with ``q < alpha``.
+``other_p_value`` says whether ``B'`` leaves its own trend in that interval at all
+(two-sided, not adjusted: the interval was chosen on ``B``, not on ``B'``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from ._anomalies import group_label, read_report, summary_text
+from .detect import _benjamini_hochberg, _prepare
+from .flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
+from .intervals import cell_levels
+from .schema import RegimesInputError
+
+__all__ = ["BackendComparison", "compare_backends"]
+
+_NOT_CASE = ("backend", "device")
+
+
+@dataclass(frozen=True)
+class BackendComparison:
+    """Result of :func:`compare_backends`.
+
+    ``comparisons``: one row per anomaly and other backend: the anomaly's group columns,
+    ``anomaly``, ``start``, ``end``, ``other_backend``, ``other_device`` (when the table
+    has devices), ``other_cells`` (x values of the other curve inside the interval),
+    ``ratio`` / ``ratio_low`` / ``ratio_high`` (the anomaly's backend, recomputed the
+    same way as the other's), ``other_ratio`` / ``other_low`` / ``other_high``,
+    ``other_p_value``, ``ratio_of_ratios`` / ``ratio_of_ratios_low`` /
+    ``ratio_of_ratios_high`` (:math:`e^\\Delta`), ``p_value``, ``q_value``, ``specific``
+    and ``note`` (why a comparison could not be made).
+
+    ``verdicts``: one row per anomaly: ``n_compared`` and ``specific`` (every other
+    backend compared, all with ``q < alpha``).
+    """
+
+    comparisons: pl.DataFrame
+    verdicts: pl.DataFrame
+    group_columns: tuple[str, ...]
+    alpha: float
+    level: float
+
+    def summary(self) -> str:
+        """One line per comparison, then the verdict per anomaly."""
+        head = (f"Backend specificity (difference of log ratios over trend, "
+                f"{100 * self.level:g}% CIs, alpha={self.alpha:g})")
+        lines = [summary_text(head, self.comparisons, "no anomaly to compare", self._line)]
+        for row in self.verdicts.iter_rows(named=True):
+            word = "specific to its backend" if row["specific"] else "not shown to be specific"
+            lines.append(f"  => {group_label(row, self.group_columns)} "
+                         f"[{row['start']}, {row['end']}]: {word} "
+                         f"({row['n_compared']} other backend(s) compared)")
+        return "\n".join(lines)
+
+    def _line(self, row: dict[str, Any]) -> str:
+        where = f"{group_label(row, self.group_columns)} [{row['start']}, {row['end']}]"
+        if row["note"] is not None:
+            return f"{where} vs {row['other_backend']}: {row['note']}"
+        return (
+            f"{where}: x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
+            f" vs {row['other_backend']} x{row['other_ratio']:.3g} [{row['other_low']:.3g}, "
+            f"{row['other_high']:.3g}] -> ratio of ratios x{row['ratio_of_ratios']:.3g} "
+            f"(q={row['q_value']:.2g}){' specific' if row['specific'] else ''}"
+        )
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+
+def compare_backends(
+    df: Any,
+    report: Any,
+    *,
+    alpha: float = 0.05,
+    level: float = 0.95,
+) -> BackendComparison:
+    """For each anomaly of ``report``, its interval on every other backend, and a test
+    that the anomaly is specific to its own backend (see the module docstring).
+
+    ``df`` is the trial table the report was computed from, holding the other backends
+    too; ``report`` comes from :func:`regimes.detect_regimes` grouped by ``backend``
+    (the default). Raises :class:`RegimesInputError` when only one backend is present
+    or the report is not grouped by backend.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise RegimesInputError(f"alpha must lie in (0, 1), got {alpha}")
+    if not 0.0 < level < 1.0:
+        raise RegimesInputError(f"level must lie in (0, 1), got {level}")
+    columns = [str(c) for c in getattr(df, "columns", [])]
+    source = read_report(report, columns)
+    if "backend" not in source.group_columns:
+        raise RegimesInputError(
+            "the report is not grouped by 'backend'; detect per backend "
+            "(detect_regimes groups by every case column present, backend included)"
+        )
+    frame, group_columns = _prepare(df, source.x, source.y, source.group_columns, None)
+    backends = frame.get_column("backend").unique().sort().to_list()
+    if len(backends) < 2:
+        raise RegimesInputError(
+            f"compare_backends needs trials from at least two backends; the table has only "
+            f"{backends} (measure the same sweep on cpu, cuda or mps too)"
+        )
+    curves = _curves(frame, group_columns, source.x)
+    taus = dict(zip(curves, whole_curve_taus(list(curves.values()))))
+    case = [c for c in group_columns if c not in _NOT_CASE]
+    rows = []
+    for anomaly in source.anomalies.iter_rows(named=True):
+        own_key = _key_of(curves, group_columns, anomaly)
+        others = [
+            key for key in curves
+            if all(_same(key[group_columns.index(c)], anomaly[c]) for c in case)
+            and key[group_columns.index("backend")] != anomaly["backend"]
+        ]
+        for other in others:
+            rows.append(_compare(anomaly, (curves[own_key], taus[own_key]),
+                                 (curves[other], taus[other]), dict(zip(group_columns, other)),
+                                 source.group_columns, level))
+    comparisons = _finish(rows, source, frame, alpha)
+    verdicts = (
+        comparisons.group_by([*source.group_columns, "anomaly", "start", "end"], maintain_order=True)
+        .agg(
+            pl.col("p_value").is_not_null().sum().cast(pl.Int64).alias("n_compared"),
+            (pl.col("specific").fill_null(False).all() & pl.col("p_value").is_not_null().any())
+            .alias("specific"),
+        )
+        .sort("anomaly")
+    )
+    return BackendComparison(comparisons=comparisons, verdicts=verdicts,
+                             group_columns=tuple(source.group_columns), alpha=alpha, level=level)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b or (a is None and b is None)
+
+
+def _curves(frame: pl.DataFrame, group_columns: list[str], x: str) -> dict[tuple, Curve]:
+    """Cell levels of every curve, keyed by its group values."""
+    ids = (frame.select(group_columns).unique().sort(group_columns, nulls_last=True)
+           .with_row_index("_curve").with_columns(pl.col("_curve").cast(pl.Int64)))
+    frame = frame.join(ids, on=group_columns, how="left", nulls_equal=True).with_columns(
+        pl.col(x).cast(pl.Float64).alias("_x"))
+    levels = cell_levels(frame, "_curve", "_x", "_ly", "_session").join(ids, on="_curve")
+    return {
+        tuple(part.row(0, named=True)[c] for c in group_columns): curve_from_levels(part)
+        for part in levels.partition_by("_curve", maintain_order=True)
+    }
+
+
+def _key_of(curves: dict[tuple, Curve], group_columns: list[str], anomaly: dict[str, Any]) -> tuple:
+    key = tuple(anomaly[c] for c in group_columns)
+    if key not in curves:
+        raise RegimesInputError(
+            f"the anomaly at {group_label(anomaly, group_columns)} has no trials in the "
+            "table; pass the same table the report was computed from"
+        )
+    return key
+
+
+def _interval_test(curve: Curve, tau: tuple[float, float], start: float, end: float,
+                   direction: str, level: float,
+                   ) -> tuple[tuple[float, float, float] | None, int, str | None]:
+    """``(estimate, se, df)`` of the interval on one curve, its cell count, or a note."""
+    inside = np.flatnonzero((curve.x >= start) & (curve.x <= end))
+    if inside.size == 0:
+        return None, 0, "no measured x inside the interval"
+    if inside.size == curve.x.size:
+        return None, int(inside.size), "the interval covers every measured x: no flank"
+    tests = test_fixed_interval(curve, int(inside[0]), int(inside[-1]), tau,
+                                direction=direction, level=level)
+    return (float(tests.estimate[0]), float(tests.se[0]), float(tests.df[0])), int(inside.size), None
+
+
+def _compare(anomaly: dict[str, Any], own: tuple[Curve, tuple[float, float]],
+             other: tuple[Curve, tuple[float, float]], other_key: dict[str, Any],
+             group_columns: list[str], level: float) -> dict[str, Any]:
+    direction = "up" if anomaly.get("ratio", 2.0) >= 1.0 else "down"
+    mine, _, own_note = _interval_test(*own, anomaly["start"], anomaly["end"], direction, level)
+    theirs, n_cells, note = _interval_test(*other, anomaly["start"], anomaly["end"], direction,
+                                           level)
+    row = {c: anomaly[c] for c in [*group_columns, "anomaly", "start", "end"]} | {
+        "other_backend": other_key["backend"], "other_device": other_key.get("device"),
+        "other_cells": n_cells, "note": own_note or note,
+    }
+    if mine is None or theirs is None:
+        return row
+    quantile = (1.0 + level) / 2.0
+    (d_own, se_own, df_own), (d_other, se_other, df_other) = mine, theirs
+    delta, se = d_own - d_other, math.hypot(se_own, se_other)
+    welch = se**4 / (se_own**4 / df_own + se_other**4 / df_other) if se > 0 else math.inf
+    z = delta / se if se > 0 else math.copysign(math.inf, delta)
+    one_sided = stats.t.sf(z if direction == "up" else -z, welch)
+
+    def interval(estimate: float, spread: float, dof: float) -> tuple[float, float, float]:
+        half = float(stats.t.ppf(quantile, dof)) * spread
+        return math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half)
+
+    ratio = interval(d_own, se_own, df_own)
+    other_ratio = interval(d_other, se_other, df_other)
+    ratios = interval(delta, se, welch)
+    return row | {
+        "ratio": ratio[0], "ratio_low": ratio[1], "ratio_high": ratio[2],
+        "other_ratio": other_ratio[0], "other_low": other_ratio[1], "other_high": other_ratio[2],
+        "other_p_value": float(min(1.0, 2.0 * stats.t.sf(abs(d_other / se_other), df_other)))
+        if se_other > 0 else 0.0,
+        "ratio_of_ratios": ratios[0], "ratio_of_ratios_low": ratios[1],
+        "ratio_of_ratios_high": ratios[2], "p_value": float(one_sided),
+    }
+
+
+def _finish(rows: list[dict[str, Any]], source: Any, frame: pl.DataFrame,
+            alpha: float) -> pl.DataFrame:
+    floats = ["ratio", "ratio_low", "ratio_high", "other_ratio", "other_low", "other_high",
+              "other_p_value", "ratio_of_ratios", "ratio_of_ratios_low",
+              "ratio_of_ratios_high", "p_value"]
+    anomalies = source.anomalies
+    schema = {c: anomalies.schema[c] for c in [*source.group_columns, "anomaly", "start", "end"]}
+    schema |= {"other_backend": pl.String,
+               "other_device": frame.schema.get("device", pl.String), "other_cells": pl.Int64}
+    schema |= {c: pl.Float64 for c in floats} | {"note": pl.String}
+    table = pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema, orient="row")
+    p = table.get_column("p_value").to_numpy()
+    measured = ~np.isnan(p.astype(float)) if p.size else np.zeros(0, dtype=bool)
+    q = np.full(p.size, np.nan)
+    q[measured] = _benjamini_hochberg(p[measured].astype(float))
+    table = table.with_columns(pl.Series("q_value", q).fill_nan(None))
+    table = table.with_columns((pl.col("q_value") < alpha).alias("specific"))
+    if "device" not in frame.columns:
+        table = table.drop("other_device")
+    ordered = [c for c in table.columns if c != "note"] + ["note"]
+    return table.select(ordered).sort(["anomaly", "other_backend"])
