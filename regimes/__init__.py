@@ -27,6 +27,8 @@ _LAZY: dict[str, str] = {
     "compare_backends": "backends_compare",
     "BoundaryAlignment": "alignment",
     "align_boundaries": "alignment",
+    "PhaseAttribution": "phases",
+    "attribute_phases": "phases",
     "MemoryConfound": "confound",
     "memory_confound": "confound",
     "RegimeReport": "detect",
@@ -42,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .backends_compare import BackendComparison, compare_backends
     from .confound import MemoryConfound, memory_confound
     from .detect import RegimeReport, detect_regimes
+    from .phases import PhaseAttribution, attribute_phases
     from .simulate import published_gpt2_medium, simulate_sweep
     from .speedup import SpeedupResult, cache_speedup
 

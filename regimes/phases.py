@@ -1,0 +1,232 @@
+"""Which phase carries an anomaly?  Its excess latency split into prefill and decode.
+
+Instrumented trials record the prefill time ``P`` (the prompt's forward pass and first
+token) and the decode time ``D`` (every later step) besides the end-to-end latency
+``Y``. For an anomaly over cells ``I`` of its curve, each quantity ``Q`` in ``(P, D,
+Y)`` gets a flank trend: the weighted least-squares line, in ``(log x, log median Q)``,
+through up to ``clip(|I|, 3, 8)`` cells on each side that lie in no anomaly of the
+group (one side only when the anomaly runs to an end of the grid: the line is then
+extrapolated). Its excess over the trend, in seconds per trial, is
+
+.. math::  E_Q = \\frac{1}{|I|} \\sum_{t \\in I}
+           \\bigl(\\tilde Q_t - e^{\\hat\\ell_Q(t)}\\bigr),
+
+with :math:`\\tilde Q_t` the cell median and :math:`\\hat\\ell_Q(t)` the trend. The share
+of the excess that decode carries is :math:`E_D / (E_P + E_D)`; ``unattributed`` is
+:math:`E_Y - E_P - E_D`, time outside both phases (a per-step device sync, tokenisation).
+
+Intervals come from the bootstrap: every cell's trials are resampled (sessions first,
+:mod:`regimes.resample`), *paired* across ``P``, ``D`` and ``Y`` so that the phases'
+dependence carries over; the trend line's weights stay fixed and it is refitted on
+every replicate, so its uncertainty is in the interval. Percentile intervals are
+reported, with a one-sided bootstrap p-value that each phase's excess is positive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ._anomalies import AnomalyInput, group_label, read_report, summary_text
+from .detect import _prepare
+from .intervals import cell_levels, trend_contrast
+from .resample import cell_replicates
+from .schema import RegimesInputError
+
+__all__ = ["PhaseAttribution", "attribute_phases"]
+
+PHASES = ("prefill_s", "decode_s")
+FLANK = (3, 8)
+
+
+@dataclass(frozen=True)
+class PhaseAttribution:
+    """Result of :func:`attribute_phases`.
+
+    ``phases``: one row per anomaly: group columns, ``anomaly``, ``start``, ``end``,
+    ``n_cells``, ``n_uninstrumented`` (rows of the group left out for lacking a phase
+    split); for ``latency``, ``prefill`` and ``decode``: ``*_excess_s`` (mean excess
+    seconds per trial over the trend) with ``*_low`` / ``*_high`` and ``*_ratio`` (cell
+    median over trend, averaged over the interval); ``prefill_p_value`` and
+    ``decode_p_value`` (one-sided, excess > 0); ``decode_share`` with
+    ``decode_share_low`` / ``decode_share_high``; ``unattributed_s``.
+    """
+
+    phases: pl.DataFrame
+    group_columns: tuple[str, ...]
+    level: float
+    n_boot: int
+
+    def summary(self) -> str:
+        """One line per anomaly: excess per phase and the share decode carries."""
+        head = (f"Phase attribution of the excess over trend ({100 * self.level:g}% "
+                f"bootstrap CIs, {self.n_boot} replicates)")
+        return summary_text(head, self.phases, "no anomalies to attribute", self._line)
+
+    def _line(self, row: dict[str, Any]) -> str:
+        def part(name: str) -> str:
+            return (f"{name} {row[f'{name}_excess_s']:+.4g} s [{row[f'{name}_low']:+.4g}, "
+                    f"{row[f'{name}_high']:+.4g}] (x{row[f'{name}_ratio']:.3g})")
+
+        return (
+            f"[{row['start']}, {row['end']}] {group_label(row, self.group_columns)}: "
+            f"{part('latency')}; {part('prefill')}; {part('decode')}; decode carries "
+            f"{100 * row['decode_share']:.0f}% [{100 * row['decode_share_low']:.0f}%, "
+            f"{100 * row['decode_share_high']:.0f}%]"
+        )
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+
+def attribute_phases(
+    df: Any,
+    report: Any,
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> PhaseAttribution:
+    """Split each anomaly's excess latency over trend into prefill and decode.
+
+    ``df`` is the instrumented trial table the report was computed from (``prefill_s``
+    and ``decode_s`` measured); see the module docstring for the statistics. Rows
+    without a phase split are left out and counted in ``n_uninstrumented``.
+
+    Raises :class:`RegimesInputError` when the table has no phase split at all, or
+    none in a group that has an anomaly.
+    """
+    if not 0.0 < level < 1.0:
+        raise RegimesInputError(f"level must lie in (0, 1), got {level}")
+    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
+        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
+    columns = [str(c) for c in getattr(df, "columns", [])]
+    source = read_report(report, columns)
+    missing = [c for c in PHASES if c not in columns]
+    if missing:
+        raise RegimesInputError(
+            f"the trial table has no phase split (no {missing} column): attributing an "
+            "anomaly to prefill or decode needs instrumented trials; collect the sweep with "
+            "instrumentation on"
+        )
+    frame, _ = _prepare(df, source.x, source.y, source.group_columns, None)
+    split = pl.all_horizontal([pl.col(c).is_not_null() & (pl.col(c) > 0) for c in PHASES])
+    if frame.filter(split).height == 0:
+        instrumented = ("; every row has instrumented=false" if "instrumented" in frame.columns
+                        and not frame.get_column("instrumented").fill_null(False).any() else "")
+        raise RegimesInputError(
+            "no trial has a phase split: prefill_s and decode_s are null (or not positive) "
+            f"in every measured row{instrumented}. Attributing an anomaly to prefill or "
+            "decode needs instrumented trials; collect the sweep with instrumentation on"
+        )
+    parts = [
+        _attribute_group(source, key, anomalies, frame, split, n_boot, seed, level)
+        for key, anomalies in source.groups()
+    ]
+    phases = pl.concat(parts) if parts else _empty(source)
+    return PhaseAttribution(phases=phases, group_columns=tuple(source.group_columns),
+                            level=level, n_boot=n_boot)
+
+
+def _flank(normal: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Up to ``clip(width, 3, 8)`` cells on each side of ``start..end`` in no anomaly."""
+    n_flank = int(np.clip(end - start + 1, *FLANK))
+    left = np.flatnonzero(normal[:start])[-n_flank:]
+    right = end + 1 + np.flatnonzero(normal[end + 1:])[:n_flank]
+    return np.concatenate([left, right])
+
+
+def _attribute_group(
+    source: AnomalyInput, key: dict[str, Any], anomalies: pl.DataFrame, frame: pl.DataFrame,
+    split: pl.Expr, n_boot: int, seed: int, level: float,
+) -> pl.DataFrame:
+    rows = source.rows_of(frame, key)
+    label = group_label(key, list(key))
+    measured = rows.filter(split)
+    if measured.height == 0:
+        raise RegimesInputError(
+            f"the group {label} has an anomaly but no trial with a phase split (prefill_s / "
+            "decode_s null): it was not instrumented"
+        )
+    x, y = source.x, source.y
+    values = [y, *PHASES]
+    reps = cell_replicates(measured, [x], values, session="_session", n_boot=n_boot, seed=seed)
+    xs = reps.cells.get_column(x).cast(pl.Float64).to_numpy()
+    u = np.log(xs) if np.all(xs > 0) else xs
+    # Cell sampling variances on the log scale weight each quantity's flank line.
+    logged = measured.with_columns(*[pl.col(v).log().alias(f"_log_{v}") for v in values],
+                                   pl.lit(0).alias("_curve"), pl.col(x).cast(pl.Float64).alias("_x"))
+    var = np.column_stack([
+        cell_levels(logged, "_curve", "_x", f"_log_{v}", "_session").sort("_x").get_column("var")
+        .to_numpy() for v in values
+    ])
+    starts = anomalies.get_column("start").to_numpy()
+    ends = anomalies.get_column("end").to_numpy()
+    normal = ~((xs[:, None] >= starts[None, :]) & (xs[:, None] <= ends[None, :])).any(axis=1)
+    tails = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    out = []
+    for anomaly in anomalies.iter_rows(named=True):
+        inside = np.flatnonzero((xs >= anomaly["start"]) & (xs <= anomaly["end"]))
+        flank = _flank(normal, int(inside[0]), int(inside[-1])) if inside.size else inside
+        if inside.size == 0 or flank.size == 0:
+            raise RegimesInputError(
+                f"the anomaly [{anomaly['start']}, {anomaly['end']}] of {label} has "
+                f"{'no instrumented cell' if inside.size == 0 else 'no instrumented flank cell'}"
+                "; its excess over trend cannot be split"
+            )
+        excess, ratio, draws = [], [], []
+        for k in range(len(values)):
+            at = trend_contrast(u, var[:, k], inside, flank)[1]
+            sample = _excess(reps.median[:, k], at, inside)
+            boot = _excess(reps.replicates[:, :, k], at, inside)
+            excess.append(sample[0])
+            ratio.append(sample[1])
+            draws.append(boot[0])
+        latency, prefill, decode = draws
+        share = _share(excess[1], excess[2])
+        share_draws = _share(prefill, decode)
+        row = {c: anomaly[c] for c in [*source.group_columns, "anomaly", "start", "end"]}
+        row |= {"n_cells": int(inside.size), "n_uninstrumented": rows.height - measured.height}
+        for name, point, boot, r in zip(("latency", "prefill", "decode"), excess, draws, ratio):
+            low, high = np.quantile(boot, tails)
+            row |= {f"{name}_excess_s": float(point), f"{name}_low": float(low),
+                    f"{name}_high": float(high), f"{name}_ratio": float(r)}
+            if name != "latency":
+                row[f"{name}_p_value"] = float((1 + np.sum(boot <= 0)) / (boot.size + 1))
+        low, high = np.nanquantile(share_draws, tails)
+        row |= {"decode_share": float(share), "decode_share_low": float(low),
+                "decode_share_high": float(high),
+                "unattributed_s": float(excess[0] - excess[1] - excess[2])}
+        out.append(row)
+    return pl.DataFrame(out)
+
+
+def _excess(medians: np.ndarray, at: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean excess seconds over the flank trend and mean ratio, over the interval.
+
+    ``medians`` is ``(cells,)`` or ``(cells, replicates)``; ``at`` maps log medians of
+    all cells to the trend at each inside cell.
+    """
+    trend = np.exp(at @ np.log(medians))
+    observed = medians[inside]
+    return (observed - trend).mean(axis=0), (observed / trend).mean(axis=0)
+
+
+def _share(prefill: np.ndarray | float, decode: np.ndarray | float) -> np.ndarray:
+    total = np.asarray(prefill) + np.asarray(decode)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total != 0, np.asarray(decode) / total, np.nan)
+
+
+def _empty(source: AnomalyInput) -> pl.DataFrame:
+    base = source.anomalies.select([*source.group_columns, "anomaly", "start", "end"])
+    names = ["n_cells", "n_uninstrumented"]
+    floats = [f"{p}_{s}" for p in ("latency", "prefill", "decode")
+              for s in ("excess_s", "low", "high", "ratio")]
+    floats += ["prefill_p_value", "decode_p_value", "decode_share", "decode_share_low",
+               "decode_share_high", "unattributed_s"]
+    return base.with_columns(*[pl.lit(None, dtype=pl.Int64).alias(c) for c in names],
+                             *[pl.lit(None, dtype=pl.Float64).alias(c) for c in floats])
