@@ -19,27 +19,28 @@ GRID = np.arange(480, 657, 16)
 CASE = ["backend", "model", "use_cache"]
 
 
-def spike_cells(prompt: int, onset: tuple[str, int], recovery: tuple[str, int]) -> np.ndarray:
+def spike_cells(prompt: int, onset: tuple[str, int], recovery: tuple[str, int],
+                grid: np.ndarray = GRID) -> np.ndarray:
     """Budgets of GRID inside the spike for one prompt length (ground truth).
 
     ``onset = ("total", 577)``: anomalous from total length 577 on;
     ``recovery = ("budget", 640)``: normal again from budget 640 on.
     """
     def position(kind: str, value: int) -> np.ndarray:
-        return GRID + prompt if kind == "total" else GRID
+        return grid + prompt if kind == "total" else grid
 
     started = position(*onset) >= onset[1]
     recovered = position(*recovery) >= recovery[1]
-    return GRID[started & ~recovered]
+    return grid[started & ~recovered]
 
 
-def sweep_and_report(prompts, onset, recovery, seed=0, x="budget"):
+def sweep_and_report(prompts, onset, recovery, seed=0, x="budget", grid=GRID):
     """Synthetic trials (10% lognormal noise, 10x spike) and the ground-truth report."""
     rng = np.random.default_rng(seed)
     frames, anomalies = [], []
     for prompt in prompts:
-        cells = spike_cells(prompt, onset, recovery)
-        budget = np.repeat(GRID, 5)
+        cells = spike_cells(prompt, onset, recovery, grid)
+        budget = np.repeat(grid, 5)
         level = 0.017 * budget * np.where(np.isin(budget, cells), 10.0, 1.0)
         frames.append(pl.DataFrame({
             "backend": "mps", "model": "synthetic-gpt2-medium", "use_cache": True,
@@ -70,6 +71,16 @@ def test_published_case_onset_follows_total_recovery_follows_budget():
     assert evidence["total_tokens"].to_list() == [579, 577]
     text = result.summary()
     assert "follows total_tokens" in text and "follows budget" in text
+
+
+def test_detected_end_to_end():
+    # A grid with wider flanks than the published one, so detection finds both spikes.
+    df, _ = sweep_and_report([3, 65], ("total", 577), ("budget", 640), seed=4,
+                             grid=np.arange(400, 737, 16))
+    result = align_boundaries(df, n_boot=200)
+    assert follows(result) == {"onset": "total_tokens", "recovery": "budget"}
+    with pytest.raises(RegimesInputError, match="only when no report"):
+        align_boundaries(df, SimpleNamespace(anomalies=pl.DataFrame()), n_boot=200)
 
 
 def test_opposite_case_is_told_apart():

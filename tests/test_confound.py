@@ -19,7 +19,8 @@ SPIKE_RATIO = 8.0
 MIB = 2**20
 
 
-def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5) -> pl.DataFrame:
+def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5,
+                    budgets: np.ndarray = BUDGETS) -> pl.DataFrame:
     """Synthetic MPS-like sweep with a spike over SPIKE and a memory reading per trial.
 
     ``tracked``: a memory-pressure variable drives latency everywhere (log latency rises
@@ -29,7 +30,7 @@ def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5) -> pl.DataFr
     by 500 MiB exactly where the spike is, with no effect of its own elsewhere.
     """
     rng = np.random.default_rng(seed)
-    budget = np.repeat(BUDGETS, trials)
+    budget = np.repeat(budgets, trials)
     inside = (budget >= SPIKE[0]) & (budget <= SPIKE[1])
     noise = np.exp(0.1 * rng.standard_normal(budget.size))
     trend = 0.018 * budget
@@ -48,7 +49,7 @@ def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5) -> pl.DataFr
         raise AssertionError(mechanism)
     return pl.DataFrame({
         "backend": "mps", "model": f"synthetic-{mechanism}", "use_cache": True,
-        "budget": budget, "trial": np.tile(np.arange(trials), BUDGETS.size),
+        "budget": budget, "trial": np.tile(np.arange(trials), budgets.size),
         "latency_s": latency, "mem_driver_bytes": memory.astype(np.int64),
     })
 
@@ -93,6 +94,18 @@ def test_spike_independent_of_smooth_memory_survives(both):
     assert abs(row["explained_share"]) < 0.1
     assert row["verdict"] == "survives"
     assert "survives" in result.summary() and "explained" in result.summary()
+
+
+def test_detected_end_to_end():
+    fine = np.arange(64, 1025, 32)
+    df = pl.concat([synthetic_sweep("tracked", seed=1, budgets=fine),
+                    synthetic_sweep("smooth", seed=2, budgets=fine)])
+    report = regimes.detect_regimes(df, n_boot=200)
+    smooth = report.anomalies.filter(pl.col("model") == "synthetic-smooth")
+    assert smooth.select("start", "end").rows() == [SPIKE]
+    verdicts = dict(memory_confound(df, report).effects.select("model", "verdict").iter_rows())
+    assert verdicts["synthetic-smooth"] == "survives"
+    assert verdicts.get("synthetic-tracked", "explained") == "explained"
 
 
 def test_memory_that_moves_only_with_the_spike_is_inconclusive():
