@@ -17,11 +17,10 @@ cells' levels, :math:`L = \\ell_{\\text{off}} - \\ell_{\\text{on}}`, with varian
 removed and disagreeing sessions inflating a cell's variance). The speedup curve then
 goes through the interval tests of :func:`regimes.detect_regimes` with
 ``direction="down"``: each interval against its flank trend with a scan-adjusted
-one-sided p-value, Benjamini-Hochberg across every candidate of the call, ``min_ratio``
-(a collapse keeps at most ``1 / min_ratio`` of the trend) and the greedy choice of
-non-overlapping intervals by evidence. Every interval is a candidate and the
-between-cell variance is estimated with the tested interval left out, so that short
-grids work (see :func:`_find_collapses`).
+one-sided p-value, ``min_ratio`` (a collapse keeps at most ``1 / min_ratio`` of the
+trend), a greedy choice of non-overlapping intervals and Benjamini-Hochberg across the
+call. Every interval is a candidate and the between-cell variance is estimated with the
+tested interval left out, so that short grids work (see :func:`_find_collapses`).
 """
 
 from __future__ import annotations
@@ -211,7 +210,8 @@ def _speedup_intervals(
     frame: pl.DataFrame, group_columns: list[str], x: str, y: str, n_boot: int, seed: int,
     level: float,
 ) -> pl.DataFrame:
-    """Median ratio per (group, x) and its percentile interval from paired replicates."""
+    """Median ratio per (group, x) and its percentile interval: the off and on cells are
+    resampled independently and their bootstrap medians divided replicate by replicate."""
     keys = [*group_columns, x, "use_cache"]
     reps = cell_replicates(frame, keys, [y], session="_session", n_boot=n_boot, seed=seed)
     # Cells come sorted by keys, so each (group, x) is an off row followed by an on row.
