@@ -28,7 +28,7 @@ from . import plot
 from .io import Run, read_run
 from .schema import RegimesInputError, as_polars, validate_trials
 
-__all__ = ["ChartSection", "RunReport", "build_report", "headlines", "result_summary"]
+__all__ = ["ChartSection", "Explanation", "RunReport", "build_report", "headlines", "result_summary"]
 
 _MAX_TABLE_ROWS = 200
 
@@ -43,6 +43,16 @@ class ChartSection:
     chart: alt.TopLevelMixin
 
 
+@dataclass(frozen=True)
+class Explanation:
+    """An explanation of the anomalies (phase, backend, memory, prompt length)."""
+
+    key: str
+    title: str
+    result: Any
+    table: pl.DataFrame
+
+
 @dataclass
 class RunReport:
     """Everything a report shows; :meth:`to_html` renders it, :meth:`write` saves it."""
@@ -55,6 +65,7 @@ class RunReport:
     charts: list[ChartSection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     errors: pl.DataFrame | None = None
+    explanations: list[Explanation] = field(default_factory=list)
 
     @property
     def x(self) -> str:
@@ -92,6 +103,7 @@ class RunReport:
             f"<p class='sub'>generated {_e(_now())} by regimes {_e(_version())}</p>",
             self._findings_html(),
             self._charts_html(),
+            self._explanations_html(),
             self._tables_html(),
             self._data_html(),
             self._environment_html(),
@@ -143,6 +155,17 @@ class RunReport:
             for s in self.charts
         ]
         return "<section id='charts'>" + "".join(blocks) + "</section>"
+
+    def _explanations_html(self) -> str:
+        if not self.explanations:
+            return ""
+        parts = ["<section id='explanations'><h2>What the anomalies go with</h2>"]
+        for item in self.explanations:
+            parts.append(f"<h3 id='explain-{_e(item.key)}'>{_e(item.title)}</h3>"
+                         f"<pre class='summary'>{_e(result_summary(item.result))}</pre>"
+                         + _html_table(item.table))
+        parts.append("</section>")
+        return "".join(parts)
 
     def _tables_html(self) -> str:
         rep = self.regimes
@@ -303,6 +326,7 @@ def build_report(
         charts=charts,
         notes=notes,
         errors=run.errors,
+        explanations=_explanations(trials_raw, trials, regimes, detect_options, notes),
     )
 
 
@@ -334,6 +358,59 @@ def _try_speedup(
     except RegimesInputError as exc:  # e.g. no budget measured both ways
         notes.append(f"KV-cache speedup not analysed: {exc}")
         return None
+
+
+_MEMORY_COLUMNS = ("mem_driver_bytes", "mem_allocated_bytes", "rss_bytes")
+
+
+def _explanations(
+    trials_raw: pl.DataFrame,
+    trials: pl.DataFrame,
+    regimes: Any,
+    detect_options: dict[str, Any],
+    notes: list[str],
+) -> list[Explanation]:
+    """Run each explanation the data supports on the anomalies found.
+
+    Phases need instrumented trials, backends two backends or more, memory a memory
+    reading, alignment two prompt lengths or more. One that cannot run on this data
+    leaves a note saying why instead of stopping the report.
+    """
+    if regimes.anomalies.height == 0:
+        return []
+    from .alignment import align_boundaries
+    from .backends_compare import compare_backends
+    from .confound import memory_confound
+    from .phases import attribute_phases
+
+    _, _, group_columns = plot.report_axes(regimes)
+    shared = {k: v for k, v in detect_options.items() if k in ("alpha", "level")}
+    boot = {k: v for k, v in detect_options.items() if k in ("n_boot", "seed", "level")}
+    plans: list[tuple[str, str, Any, str]] = []
+    if _is_instrumented(trials):
+        plans.append(("phases", "Prefill or decode: where the excess time goes",
+                      lambda: attribute_phases(trials_raw, regimes, **boot), "phases"))
+    if "backend" in group_columns and trials["backend"].n_unique() >= 2:
+        plans.append(("backends", "Is it specific to one backend?",
+                      lambda: compare_backends(trials_raw, regimes, **shared), "comparisons"))
+    memory = next((c for c in _MEMORY_COLUMNS
+                   if c in trials.columns and trials[c].drop_nulls().len() > 0), None)
+    if memory is not None:
+        plans.append(("memory", f"Does memory ({memory}) explain it?",
+                      lambda: memory_confound(trials_raw, regimes, memory,
+                                              alpha=shared.get("alpha", 0.05)), "effects"))
+    if "prompt_tokens" in group_columns and trials["prompt_tokens"].n_unique() >= 2:
+        plans.append(("alignment", "Does it follow the budget or the total length?",
+                      lambda: align_boundaries(trials_raw, regimes), "boundaries"))
+    done = []
+    for key, title, run, table in plans:
+        try:
+            result = run()
+        except RegimesInputError as exc:
+            notes.append(f"{title} not analysed: {exc}")
+            continue
+        done.append(Explanation(key, title, result, getattr(result, table)))
+    return done
 
 
 def _is_instrumented(trials: pl.DataFrame) -> bool:

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -50,7 +51,9 @@ def synthetic_trials(*, instrumented: bool = True, both_cache: bool = True) -> p
         for model, cache, sweep in synthetic_sweeps(both_cache=both_cache)
     ]).drop("source")  # not a trial-table column; run_id still says synthetic
     if instrumented:
-        prefill = pl.min_horizontal(pl.col("latency_s") * 0.3, pl.lit(0.01))
+        # About 10 ms of prefill with 5% noise, never more than 30% of the latency.
+        noise = np.random.default_rng(0).lognormal(0.0, 0.05, trials.height)
+        prefill = pl.min_horizontal(pl.col("latency_s") * 0.3, pl.lit(noise) * 0.01)
         trials = trials.with_columns(
             prefill.alias("prefill_s"), (pl.col("latency_s") - prefill).alias("decode_s"),
             pl.lit(True).alias("instrumented"),
@@ -192,3 +195,16 @@ def test_unwritable_output_is_a_clear_error(report, tmp_path):
 def test_missing_run_is_a_clear_error(tmp_path):
     with pytest.raises(RegimesInputError, match="does not exist"):
         build_report(tmp_path / "nowhere")
+
+
+def test_explanations_follow_what_the_data_supports(report, page, tmp_path):
+    # Instrumented, one backend, no memory readings, one prompt length: phases only.
+    assert [e.key for e in report.explanations] == ["phases"]
+    phases = report.explanations[0].table
+    assert phases.height == report.regimes.anomalies.height
+    # The synthetic spike lives in decode: its prefill is the same at every budget.
+    assert phases["decode_share_low"][0] > 0.9
+    assert "Prefill or decode: where the excess time goes" in page
+    plain = build_report(write_synthetic_run(tmp_path / "plain", instrumented=False),
+                         n_boot=200)
+    assert plain.explanations == []
