@@ -208,3 +208,22 @@ def test_explanations_follow_what_the_data_supports(report, page, tmp_path):
     plain = build_report(write_synthetic_run(tmp_path / "plain", instrumented=False),
                          n_boot=200)
     assert plain.explanations == []
+
+
+def test_backend_and_memory_explanations(tmp_path):
+    base = synthetic_trials(instrumented=False, both_cache=False)
+    # The same cases on a second (synthetic) backend where the spiky model is smooth.
+    other = base.filter(pl.col("model") == "synthetic-smooth")
+    other = pl.concat([other, other.with_columns(pl.lit("synthetic-spiky").alias("model"))])
+    trials = pl.concat([base, other.with_columns(pl.lit("synthetic-b").alias("backend"))])
+    # Memory that grows smoothly with the budget: no step where the spike is.
+    trials = trials.with_columns((pl.col("budget") * 4096 + 10**9).alias("mem_driver_bytes"))
+    report = build_report(trials, n_boot=200)
+    assert [e.key for e in report.explanations] == ["backends", "memory"]
+    verdicts = report.explanations[0].result.verdicts
+    assert verdicts.filter(pl.col("model") == "synthetic-spiky")["specific"].to_list() == [True]
+    effects = report.explanations[1].table
+    assert effects.height == report.regimes.anomalies.height
+    page = report.to_html()
+    assert "Is it specific to one backend?" in page
+    assert "Does memory (mem_driver_bytes) explain it?" in page
