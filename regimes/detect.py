@@ -380,14 +380,14 @@ def detect_regimes(
             continue
         u, lev, var, dof = u_all[a:b], level_all[a:b], var_all[a:b], df_all[a:b]
         breaks, fit = segment_curve(u, lev, var + taus[curve_index][0], bic_penalty(t, penalty))
-        refined = between_cell_variance(u, lev, var, breaks)
+        refined = between_cell_variance(u, lev, var, breaks, fit.values)
         if math.isfinite(refined[0]):
             taus[curve_index] = refined
         est = CurveEstimates(u, lev, var, dof, *taus[curve_index])
         edges = np.asarray([0, *breaks, t])
         segment_all[a:b] = np.repeat(np.arange(edges.size - 1), np.diff(edges))
         if breaks:
-            cps = test_change_points(est, breaks)
+            cps = test_change_points(est, breaks, smooth=fit)
             ratio, low, high = cps.ratio_interval(level)
             for k in range(cps.size):
                 i = int(cps.index[k])
@@ -404,7 +404,7 @@ def detect_regimes(
                                   a + int(tests.peak[k]), tests.kind[k], ratio[k],
                                   low[k], high[k], tests.p_value[k],
                                   abs(tests.estimate[k] / tests.se[k]) if tests.se[k] > 0 else np.inf))
-        baseline_all[a:b] = fit
+        baseline_all[a:b] = fit.values
 
     # --- multiple testing over the call ------------------------------------------------
     cp_p = np.asarray([r[6] for r in cp_rows], dtype=float)
@@ -441,7 +441,7 @@ def detect_regimes(
         anomalous[cand_rows[k][2]:cand_rows[k][3] + 1] = True
     for a, b in zip(starts, stops):
         normal = ~anomalous[a:b]
-        if b - a >= MIN_CELLS and normal.any() and not normal.all():
+        if b - a >= MIN_CELLS and normal.any():
             # the trend's constant from the cells that follow it
             baseline_all[a:b] += np.median((level_all[a:b] - baseline_all[a:b])[normal])
     for k in chosen:

@@ -7,27 +7,27 @@ slowdown is a shift and noise is close to homoscedastic. Two layers:
 curve. Its level :math:`\\ell_t` is the median of the log trials after removing session
 main effects (a session that spans several cells of a curve gets its offset
 :math:`\\alpha_s`, the median over its cells of its session median minus the cell's
-median of session medians). The sampling variance of :math:`\\ell_t` is the *largest* of
-three estimates, each with its degrees of freedom:
+median of session medians). The sampling variance of :math:`\\ell_t` is the larger of
+two estimates, each moderated towards the curve's pooled value the way
+limma moderates gene-wise variances, :math:`\\tilde s^2 = (d_0 s_0^2 + d\\,s^2)/(d_0 + d)`
+with :math:`d_0` = :data:`PRIOR_DF` and df :math:`d_0 + d`:
 
-* pooled within-session noise, :math:`\\kappa(n_t)\\,\\sigma_w^2/n_t`: :math:`\\sigma_w` is
-  the median absolute pairwise difference of log trials within sessions of the curve,
-  divided by :math:`\\sqrt2\\,\\Phi^{-1}(3/4)` (robust to single-trial hiccups), and
+* within-session noise, :math:`\\kappa(n_t)\\,\\tilde s_{w,t}^2/n_t`: the pooled value
+  :math:`\\sigma_w` is the median absolute pairwise difference of log trials within
+  sessions of the curve over :math:`\\sqrt2\\,\\Phi^{-1}(3/4)` (robust to single-trial
+  hiccups), the cell's own is its within-session variance (df :math:`n_t - S_t`), and
   :math:`\\kappa(n)` is :math:`n` times the variance of the median of ``n`` standard
-  normals (1 for n <= 2, tending to :math:`\\pi/2`);
-* the cell's own within-session variance, :math:`\\kappa(n_t)\\,s_t^2/n_t` (df
-  :math:`n_t - S_t`): a cell whose trials disagree, say two hiccups among three trials,
-  is no more certain than its own replicates say;
-* the between-session variance of session medians over the number of sessions,
-  :math:`B_t/S_t` (df :math:`S_t - 1`): one slow process among the sessions of a cell
-  makes that cell uncertain instead of anomalous.
+  normals (1 for n <= 2, tending to :math:`\\pi/2`). A cell whose trials disagree, say
+  two hiccups among three trials, is no more certain than its replicates say;
+* between sessions, :math:`\\tilde B_t/S_t`: the variance of the cell's session
+  medians (df :math:`S_t - 1`) moderated towards the curve's pooled value. One slow
+  process among the sessions of a cell makes that cell uncertain, not anomalous.
 
 On top, a between-cell ("process") variance :math:`\\tau^2` shared by the curve's cells
 (:func:`between_cell_variance`): the curve's wobble around any smooth trend beyond
-replication noise. It comes from second differences that annihilate straight lines in
-the trend coordinate, standardised to unit norm, so each has variance
-:math:`\\sum_i w_i^2 v_i + \\tau^2`; their robust Qn scale gives the total and
-:math:`\\tau^2` is the excess over the sampling part. A few jumps do not move it.
+replication noise, the robust spread of the cells around the fitted trend and
+segments minus the sampling part (a first estimate for segmenting comes from second
+differences that annihilate straight lines). A few jumps do not move it.
 
 **Interval tests** (:func:`test_intervals`). Every statistic is a linear contrast
 :math:`D = \\sum_t c_t \\ell_t` of cell levels, so
@@ -64,11 +64,13 @@ __all__ = [
     "CurveEstimates",
     "ContrastResults",
     "IntervalTests",
+    "SmoothTrend",
     "between_cell_variance",
     "candidate_intervals",
     "cell_levels",
     "contrast_test",
     "jump_contrast",
+    "level_contrast",
     "median_variance_factor",
     "qn_scale_rows",
     "select_non_overlapping",
@@ -91,6 +93,11 @@ _PAIR_DIFF_MEDIAN = float(np.sqrt(2.0) * stats.norm.ppf(0.75))
 _QN_CONSTANT = float(1.0 / (np.sqrt(2.0) * stats.norm.ppf(5.0 / 8.0)))
 
 DIRECTIONS = ("up", "down", "both")
+
+PRIOR_DF = 4.0
+"""Weight, in degrees of freedom, of a curve's pooled noise when it is combined with a
+cell's own estimate (empirical-Bayes moderation): a cell's replicates can raise its
+variance far above the curve's, but two or three trials cannot make it much smaller."""
 
 
 def median_variance_factor(n: np.ndarray) -> np.ndarray:
@@ -216,17 +223,29 @@ def cell_levels(
     )
     n = cells.get_column("n").to_numpy()
     n_sessions = cells.get_column("n_sessions").to_numpy()
+    curve_ids = cells.get_column(curve).to_numpy()
     kappa = median_variance_factor(n)
     own_df = (n - n_sessions).astype(float)
-    sigma_w = cells.get_column("sigma_w").fill_nan(None).fill_null(0.0).to_numpy()
-    estimates = np.stack([
-        kappa * sigma_w**2 / n,
-        kappa * cells.get_column("_ss").to_numpy() / np.maximum(own_df, 1.0) / n,
-        cells.get_column("_between").to_numpy() / n_sessions,
-    ])
-    dfs = np.stack([
-        cells.get_column("_pooled_df").to_numpy(), own_df, (n_sessions - 1).astype(float)
-    ])
+    pooled_df = cells.get_column("_pooled_df").to_numpy()
+    sigma_w2 = cells.get_column("sigma_w").fill_nan(None).fill_null(0.0).to_numpy() ** 2
+    own_w2 = cells.get_column("_ss").to_numpy() / np.maximum(own_df, 1.0)
+    within = (PRIOR_DF * sigma_w2 + own_df * own_w2) / (PRIOR_DF + own_df)
+    within_df = np.minimum(pooled_df, PRIOR_DF + own_df)
+    between_own = cells.get_column("_between").to_numpy()
+    between_df = (n_sessions - 1).astype(float)
+    # pooled between-session variance of the curve: median over its multi-session
+    # cells, each scaled by the median of its chi-square law so the median is unbiased
+    multi = n_sessions > 1
+    between_pool = np.zeros(n.size)
+    if multi.any():
+        scaled = np.where(multi, between_own * between_df / stats.chi2.median(np.maximum(between_df, 1)), np.nan)
+        pooled = pl.DataFrame({"c": curve_ids, "b": scaled}).with_columns(
+            pl.col("b").fill_nan(None).median().over("c").fill_null(0.0).alias("p")
+        ).get_column("p").to_numpy()
+        between_pool = pooled
+    between = (PRIOR_DF * between_pool + between_df * between_own) / (PRIOR_DF + between_df)
+    estimates = np.stack([kappa * within / n, np.where(multi, between / n_sessions, 0.0)])
+    dfs = np.stack([within_df, PRIOR_DF + between_df])
     pick = np.argmax(estimates, axis=0)
     cols = np.arange(n.size)
     return cells.select([*cell_keys, "n", "n_sessions", "level", "sigma_w"]).with_columns(
@@ -253,33 +272,47 @@ def between_cell_variance(
     level: np.ndarray,
     var: np.ndarray,
     breaks: Sequence[int] | None = None,
+    smooth: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """:math:`(\\tau^2, df)` of one curve, or ``(nan, 0)`` with too few cells.
 
-    Without ``breaks``: MAD (about the median) of all unit-norm second differences,
-    which tolerates the few large values a jump creates even when jumps come in
-    same-signed pairs (a pairwise scale such as Qn does not). With ``breaks``: the
-    more efficient Qn scale of the second differences that lie inside one segment,
-    when at least 4 do. Either way minus their median sampling variance; df about half
-    the number of differences used (they overlap) times the scale's efficiency.
+    Without ``breaks``: MAD (about the median) of the unit-norm second differences,
+    which tolerates the few large values a jump creates even when they come in
+    same-signed pairs (a pairwise scale such as Qn does not); df: the differences
+    overlap (about half as many independent ones) and the MAD is 37 % efficient.
+
+    With ``breaks`` and the curve's ``smooth`` trend: the residuals
+    :math:`\\ell_t - G_t` minus their segment's mean, inflated by
+    :math:`1/\\sqrt{1 - 1/m}` for a segment of ``m`` cells, are nearly independent with
+    variance :math:`v_t + \\tau^2`; their Qn scale (82 % efficient) gives the total.
+    Used when it has at least 4 degrees of freedom; it has about twice those of the
+    second differences, which matters on short curves where :math:`\\tau^2` dominates.
+
+    Either way :math:`\\tau^2` is the total minus the median sampling variance.
     """
     u = np.asarray(u, dtype=float)
-    if u.size < 5:
+    t = u.size
+    if breaks is not None and smooth is not None:
+        edges = [0, *[int(b) for b in breaks], t]
+        parts, sampling = [], []
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            m = hi - lo
+            if m < 2:
+                continue
+            r = level[lo:hi] - smooth[lo:hi]
+            parts.append((r - r.mean()) / np.sqrt(1.0 - 1.0 / m))
+            sampling.append(var[lo:hi])
+        dof = 0.82 * sum(p.size - 1 for p in parts)
+        if dof >= 4:
+            total = float(qn_scale_rows(np.concatenate(parts)[None, :])[0] ** 2)
+            return max(0.0, total - float(np.median(np.concatenate(sampling)))), dof
+    if t < 5:
         return float("nan"), 0.0
     w = _second_difference_weights(u)
     d2 = w[:, 0] * level[:-2] + w[:, 1] * level[1:-1] + w[:, 2] * level[2:]
-    sampling = w[:, 0] ** 2 * var[:-2] + w[:, 1] ** 2 * var[1:-1] + w[:, 2] ** 2 * var[2:]
-    if breaks is not None:
-        segment_of = np.zeros(u.size, dtype=np.int64)
-        for b in breaks:
-            segment_of[b:] += 1
-        inside = segment_of[:-2] == segment_of[2:]
-        if inside.sum() >= 4:
-            total = float(qn_scale_rows(d2[inside][None, :])[0] ** 2)
-            tau2 = max(0.0, total - float(np.median(sampling[inside])))
-            return tau2, max(1.0, 0.5 * 0.82 * inside.sum())
+    sampling_d2 = w[:, 0] ** 2 * var[:-2] + w[:, 1] ** 2 * var[1:-1] + w[:, 2] ** 2 * var[2:]
     spread = 1.4826 * float(np.median(np.abs(d2 - np.median(d2))))
-    tau2 = max(0.0, spread**2 - float(np.median(sampling)))
+    tau2 = max(0.0, spread**2 - float(np.median(sampling_d2)))
     return tau2, max(1.0, 0.5 * 0.37 * d2.size)
 
 
@@ -375,17 +408,39 @@ def candidate_intervals(
     """Runs of consecutive segments, as ``(start, end, first_segment, last_segment)``.
 
     ``breaks`` are the indices where a new segment starts (sorted, in ``1..n_cells-1``).
-    Every run of at most ``max_segments`` segments is a candidate except the whole grid.
+    Every run of at most ``max_segments`` segments is a candidate except the whole grid
+    and single cells at either end of it (see :func:`test_intervals`).
     """
     edges = [0, *[int(b) for b in breaks], n_cells]
     n_seg = len(edges) - 1
     out = []
     for a in range(n_seg):
         for b in range(a, min(n_seg, a + max_segments)):
-            if a == 0 and b == n_seg - 1:
+            start, end = edges[a], edges[b + 1] - 1
+            at_edge = start == 0 or end == n_cells - 1
+            if (a == 0 and b == n_seg - 1) or (at_edge and start == end):
                 continue
-            out.append((edges[a], edges[b + 1] - 1, a, b))
+            out.append((start, end, a, b))
     return out
+
+
+@dataclass(frozen=True)
+class SmoothTrend:
+    """A curve's smooth trend :math:`G = B\\,M\\,\\ell`, linear in the levels.
+
+    ``basis`` (T x k) holds the polynomial columns and ``coef_map`` (k x T) maps levels
+    to their coefficients at the fit's final robust weights, so any contrast of the
+    residuals :math:`c^\\top(\\ell - G)` is the contrast :func:`adjust` ``(c)`` of the
+    levels themselves, and its variance includes the trend's own uncertainty.
+    """
+
+    values: np.ndarray
+    basis: np.ndarray
+    coef_map: np.ndarray
+
+    def adjust(self, c: np.ndarray) -> np.ndarray:
+        """Coefficients on the levels of the residual contrast ``c @ (level - G)``."""
+        return c - (c @ self.basis) @ self.coef_map
 
 
 @dataclass(frozen=True)
@@ -442,7 +497,7 @@ def _one_sided_p(z: np.ndarray, dof: np.ndarray, direction: str) -> np.ndarray:
     return np.minimum(1.0, 2.0 * stats.t.sf(np.abs(z), dof))
 
 
-def _level_contrast(total_var: np.ndarray, inside: np.ndarray, flank: np.ndarray) -> np.ndarray:
+def level_contrast(total_var: np.ndarray, inside: np.ndarray, flank: np.ndarray) -> np.ndarray:
     """Precision-weighted mean over ``inside`` minus that over ``flank``."""
     c = np.zeros(total_var.size)
     w_in = 1.0 / total_var[inside]
@@ -457,7 +512,7 @@ def test_intervals(
     candidates: Sequence[tuple[int, int, int, int]],
     breaks: Sequence[int],
     *,
-    smooth: np.ndarray | None = None,
+    smooth: SmoothTrend | None = None,
     direction: str = "up",
     level: float = 0.95,
     flank: tuple[int, int] = (3, 8),
@@ -470,21 +525,27 @@ def test_intervals(
     t interval at ``level``; ``peak`` is the index of the most extreme cell relative to
     the trend; ``kind`` is ``spike`` or ``step`` (runs to the end of the grid).
 
-    An interior interval must also rise at its start and fall back at its end: the
-    common-slope jumps at both boundaries (cells of the interval's first and last
-    segment against the flanks) are gates of an intersection-union test, so part of a
-    step cut off by a spurious break cannot pass for a spike.
+    Boundaries are gates of an intersection-union test (the p-value is the largest of
+    the gates' and the main test's, valid without further adjustment). A *jump* at a
+    boundary compares up to ``flank[0]`` cells on either side, within their segments:
+    with ``smooth``, a smooth trend of the whole curve whose shape is trusted, the
+    difference of their precision-weighted means of ``level - smooth`` (the trend's
+    local slope, a level fitted on each side); without, the common-slope shift of
+    :func:`jump_contrast`, whose slope costs precision.
 
-    Intervals touching an end of the grid are tested by their one inner boundary's jump
-    (common slope). With ``smooth``, a smooth trend of the whole curve (its shape only
-    matters), two more conditions hold them to their meaning: the segment at the grid's
-    end (for a step; its first segment for an interval from the grid's start) must
-    itself stand above the flank, in precision-weighted means of ``level - smooth``,
-    so a spike near the end cannot pass for a step that never recovers. The p-value is
-    the largest of the three (an intersection-union test, valid without further
-    adjustment); the estimate and ratio are the whole interval's mean of
-    ``level - smooth`` over the flank's, and the trend is ``smooth`` shifted onto the
-    flank.
+    * An interior interval must jump up at its start and down at its end. Part of a
+      step cut off by a spurious break, or a bend of the trend, cannot pass for a
+      spike.
+    * An interval touching an end of the grid has one flank, and needs at least two
+      cells (one cell at the edge has no trend of its own side to be judged against).
+      Extrapolating a line over it would mistake a change of slope for a level shift,
+      so with ``smooth``, a smooth trend of the whole curve whose shape is trusted, its
+      main statistic is the difference of precision-weighted means of
+      ``level - smooth`` over the interval and over the flank. Gates: the jump at its
+      inner boundary, and the same mean difference for the segment at the grid's end
+      (for a step; its first segment for an interval from the grid's start), so a
+      spike near the end cannot pass for a step that never recovers. Its trend is
+      ``smooth`` shifted onto the flank. Without ``smooth`` the jump is the statistic.
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
@@ -509,32 +570,40 @@ def test_intervals(
         gate = None
         first = inside[: min(n_flank, edges[a + 1] - start)]
         last = inside[-min(n_flank, end + 1 - edges[b]):]
+        def jump(after: np.ndarray, before: np.ndarray) -> tuple[float, float, float]:
+            """Shift from ``before`` to the adjacent ``after`` cells along the trend."""
+            if smooth is not None:
+                return test(smooth.adjust(level_contrast(total_var, after, before)), est.level)
+            if before[0] < after[0]:
+                return test(jump_contrast(est.u, total_var, before, after), est.level)
+            return test(-jump_contrast(est.u, total_var, after, before), est.level)
+
         if left.size and right.size:
             kind = "spike"
             c, at = trend_contrast(est.u, total_var, inside, np.concatenate([left, right]))
-            estimate, se, dof = test(c, est.level)
-            trend = at @ est.level
-            gate = [test(jump_contrast(est.u, total_var, left, first), est.level),
-                    test(-jump_contrast(est.u, total_var, last, right), est.level)]
+            if smooth is None:
+                estimate, se, dof = test(c, est.level)
+                trend = at @ est.level
+            else:
+                estimate, se, dof = test(smooth.adjust(c), est.level)
+                trend = smooth.values[inside] + at @ (est.level - smooth.values)
+            gate = [jump(first, left), jump(last, right)]
         else:
             kind = "step" if left.size else "spike"
             if left.size:
-                jump = jump_contrast(est.u, total_var, left, first)
-                side, far = left, np.arange(edges[b], end + 1)
+                side, own, far = left, first, np.arange(edges[b], end + 1)
             else:
-                jump = -jump_contrast(est.u, total_var, last, right)
-                side, far = right, np.arange(start, edges[a + 1])
+                side, own, far = right, last, np.arange(start, edges[a + 1])
             if smooth is None:
-                estimate, se, dof = test(jump, est.level)
+                estimate, se, dof = jump(own, side)
                 _, at = trend_contrast(est.u, total_var, inside, side)
                 trend = at @ est.level
             else:
-                residual = est.level - smooth
-                gate = [test(jump, est.level),
-                        test(_level_contrast(total_var, far, side), residual)]
-                estimate, se, dof = test(_level_contrast(total_var, inside, side), residual)
+                gate = [jump(own, side), jump(far, side)]
+                estimate, se, dof = jump(inside, side)
                 w = 1.0 / total_var[side]
-                trend = smooth[inside] + float(w @ residual[side] / w.sum())
+                shift = float(w @ (est.level - smooth.values)[side] / w.sum())
+                trend = smooth.values[inside] + shift
         deviation = est.level[inside] - trend
         peak = inside[np.argmin(deviation) if direction == "down" else
                       np.argmax(np.abs(deviation) if direction == "both" else deviation)]
