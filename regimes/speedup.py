@@ -19,8 +19,13 @@ goes through the interval tests of :func:`regimes.detect_regimes` with
 ``direction="down"``: each interval against its flank trend with a scan-adjusted
 one-sided p-value, ``min_ratio`` (a collapse keeps at most ``1 / min_ratio`` of the
 trend), a greedy choice of non-overlapping intervals and Benjamini-Hochberg across the
-call. Every interval is a candidate and the between-cell variance is estimated with the
-tested interval left out, so that short grids work (see :func:`_find_collapses`).
+call. Every interval with enough flank support is a candidate
+(:func:`regimes.flank_test.flank_support`: two cells a side for an interior interval,
+three for one that touches an end of the grid and is no longer than its flank), its
+trend carries its own uncertainty into the ratio's interval, and the between-cell
+variance is estimated with the tested interval left out, so that short grids work (see
+:func:`_find_collapses`). A trend is never drawn from a single cell, nor extrapolated
+beyond the cells that support it.
 """
 
 from __future__ import annotations
@@ -35,10 +40,16 @@ import numpy as np
 import polars as pl
 
 from ._anomalies import group_label, summary_text
-from .changepoints import difference_trend
+from .changepoints import level_trend
 from .detect import MIN_CELLS, _benjamini_hochberg, _prepare
-from .flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
-from .intervals import cell_levels, select_non_overlapping
+from .flank_test import (
+    Curve,
+    curve_from_levels,
+    flank_support,
+    scan_intervals,
+    whole_curve_taus,
+)
+from .intervals import ContrastResults, cell_levels, select_non_overlapping
 from .resample import cell_replicates
 from .schema import RegimesInputError, RegimesWarning
 
@@ -262,19 +273,18 @@ def _find_collapses(
     intervals, as in :func:`regimes.detect_regimes`. What differs is made for short
     grids (6 budgets in the published table):
 
-    * every interval is a candidate, framed by :mod:`regimes.flank_test` (with the
-      between-cell variance estimated without it), not only runs of segments. The
-      scan adjustment already covers every interval of the grid, so this costs no
-      validity, and a segmentation would need the between-cell variance first;
+    * every interval with enough flank support is a candidate, framed by
+      :mod:`regimes.flank_test`, not only runs of segments. The scan adjustment
+      already covers every interval of the grid, so this costs no validity, and a
+      segmentation would need the between-cell variance first;
     * Benjamini-Hochberg runs over each curve's greedy non-overlapping choice, not over
       every overlapping variant of one dip (see :func:`_choose` for the order).
     """
     parts = curves.partition_by(group_columns, maintain_order=True) if group_columns else [curves]
     arrays = [curve_from_levels(part) for part in parts]
-    scans = [
-        _scan_down(curve, tau, level) if curve.x.size >= MIN_CELLS else None
-        for curve, tau in zip(arrays, whole_curve_taus(arrays))
-    ]
+    taus = whole_curve_taus(arrays)
+    scans = [_scan_down(curve, tau, level) if curve.x.size >= MIN_CELLS else None
+             for curve, tau in zip(arrays, taus)]
     # Per curve the greedy non-overlapping set first, then BH across the call's chosen
     # intervals: with every interval a candidate, BH over all of them would count the
     # many overlapping variants of one dip as separate hypotheses.
@@ -282,32 +292,32 @@ def _find_collapses(
     q_all = _benjamini_hochberg(np.asarray(
         [scan["p_value"][k] for scan, ks in zip(scans, chosen) for k in ks], dtype=float))
     rows, trends, offset = [], [], 0
-    for part, (xs, u, lev, var, _), scan, picked in zip(parts, arrays, scans, chosen):
+    for part, curve, tau, scan, picked in zip(parts, arrays, taus, scans, chosen):
         key = {c: part.get_column(c)[0] for c in group_columns}
-        trend = np.full(xs.size, np.nan)
-        if scan is not None:
-            q = dict(zip(picked, q_all[offset:offset + len(picked)]))
-            offset += len(picked)
-            chosen_here = [k for k in picked if q[k] < alpha]
-            breaks = sorted({b for k in chosen_here for b in (scan["start"][k], scan["end"][k] + 1)
-                             if 0 < b < xs.size})
-            trend = difference_trend(u, lev, var, breaks)
-            normal = np.ones(xs.size, dtype=bool)
-            for k in chosen_here:
-                normal[scan["start"][k]:scan["end"][k] + 1] = False
-            trend = trend + float(np.median((lev - trend)[normal]))
-            for k in chosen_here:
-                s, e = int(scan["start"][k]), int(scan["end"][k])
-                trend[s:e + 1] = scan["trend"][k]
-                rows.append({
-                    **key, "start": _cast(xs[s], x_dtype), "end": _cast(xs[e], x_dtype),
-                    "peak_x": _cast(xs[int(scan["peak"][k])], x_dtype),
-                    "ratio": float(scan["ratio"][k]), "ratio_low": float(scan["ratio_low"][k]),
-                    "ratio_high": float(scan["ratio_high"][k]),
-                    "p_value": float(scan["p_value"][k]), "q_value": float(q[k]),
-                    "recovered": bool(e + 1 < xs.size), "kind": str(scan["kind"][k]),
-                    "n_points": e - s + 1,
-                })
+        xs, lev = curve.x, curve.level
+        q = dict(zip(picked, q_all[offset:offset + len(picked)]))
+        offset += len(picked)
+        found = [k for k in picked if q[k] < alpha]
+        breaks = sorted({b for k in found for b in (scan["start"][k], scan["end"][k] + 1)
+                         if 0 < b < xs.size})
+        trend = (level_trend(curve.u, lev, curve.var + tau[0], breaks).values
+                 if xs.size >= MIN_CELLS else np.full(xs.size, np.nan))
+        normal = np.ones(xs.size, dtype=bool)
+        for k in found:
+            normal[scan["start"][k]:scan["end"][k] + 1] = False
+        trend = trend + float(np.median((lev - trend)[normal]))
+        for k in found:
+            s, e = int(scan["start"][k]), int(scan["end"][k])
+            trend[s:e + 1] = scan["trend"][k]
+            rows.append({
+                **key, "start": _cast(xs[s], x_dtype), "end": _cast(xs[e], x_dtype),
+                "peak_x": _cast(xs[int(scan["peak"][k])], x_dtype),
+                "ratio": float(scan["ratio"][k]), "ratio_low": float(scan["ratio_low"][k]),
+                "ratio_high": float(scan["ratio_high"][k]),
+                "p_value": float(scan["p_value"][k]), "q_value": float(q[k]),
+                "recovered": bool(e + 1 < xs.size), "kind": str(scan["kind"][k]),
+                "n_points": e - s + 1,
+            })
         trends.append(part.select([*group_columns, "_x"]).with_columns(
             pl.Series("trend", np.exp(trend))))
     trend_frame = pl.concat(trends).with_columns(pl.col("_x").cast(x_dtype).alias(x)).drop("_x")
@@ -318,26 +328,22 @@ def _find_collapses(
     return trend_frame, pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _scan_down(curve: Curve, whole_tau: tuple[float, float], level: float) -> dict[str, np.ndarray]:
-    """Every interval of one curve but the whole grid, tested downwards (see above)."""
+def _scan_down(curve: Curve, prior_tau: tuple[float, float], level: float
+               ) -> dict[str, np.ndarray] | None:
+    """Every interval of one curve with enough flank support
+    (:func:`regimes.flank_test.flank_support`), tested downwards; ``None`` when none has."""
     t = curve.x.size
-    out: dict[str, list] = {k: [] for k in (
-        "start", "end", "kind", "peak", "p_value", "estimate", "se", "ratio", "ratio_low",
-        "ratio_high", "trend")}
-    for start in range(t):
-        for end in range(start, t):
-            if start == 0 and end == t - 1:
-                continue
-            tests = test_fixed_interval(curve, start, end, whole_tau, direction="down",
-                                        level=level)
-            ratio, low, high = tests.ratio_interval(level)
-            for name, value in (("start", start), ("end", end), ("kind", tests.kind[0]),
-                                ("peak", tests.peak[0]), ("p_value", tests.p_value[0]),
-                                ("estimate", tests.estimate[0]), ("se", tests.se[0]),
-                                ("ratio", ratio[0]), ("ratio_low", low[0]),
-                                ("ratio_high", high[0]), ("trend", tests.trend[0])):
-                out[name].append(value)
-    return {k: (v if k == "trend" else np.asarray(v)) for k, v in out.items()}
+    intervals = [(start, end) for start in range(t) for end in range(start, t)
+                 if flank_support(start, end, t) is None]
+    if not intervals:
+        return None
+    tests = scan_intervals(curve, intervals, prior_tau, direction="down", level=level)
+    out = {name: np.concatenate([getattr(k, name) for k in tests])
+           for name in ("start", "end", "kind", "peak", "p_value", "estimate", "se", "df")}
+    joint = ContrastResults(out["estimate"], out["se"], out["df"], out["p_value"])
+    out["ratio"], out["ratio_low"], out["ratio_high"] = joint.ratio_interval(level)
+    out["trend"] = [k.trend[0] for k in tests]
+    return out
 
 
 def _choose(scan: dict[str, np.ndarray], alpha: float, min_ratio: float) -> list[int]:

@@ -1,10 +1,12 @@
 """cache_speedup: speedup per budget with bootstrap CIs, and collapses below its trend.
 
 The trial data are synthetic (seeded): either lognormal trials around the published
-gpt2-medium MPS cache table of DESIGN.md, or :func:`regimes.simulate_sweep` curves.
+gpt2-medium MPS cache table of DESIGN.md, or :func:`regimes.simulate_sweep` curves;
+except the committed real CUDA run ``examples/data/cuda-h200-gpt2``.
 """
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -17,6 +19,7 @@ from regimes.resample import cell_replicates
 from regimes.simulate import simulate_sweep
 from regimes.speedup import cache_speedup
 
+REAL_CUDA_RUN = Path(__file__).resolve().parents[1] / "examples" / "data" / "cuda-h200-gpt2"
 BUDGETS = [128, 256, 384, 512, 640, 768]
 CACHE_ON = [1.4, 2.9, 5.1, 83.2, 8.8, 9.7]
 CACHE_OFF = [6.8, 20.6, 42.7, 161.6, 139.0, 196.6]
@@ -76,6 +79,27 @@ def test_published_collapse_is_512_and_only_512(published_results):
     row = first.collapses.row(0, named=True)
     assert row["ratio_high"] < 0.3 and row["q_value"] < 0.05 and row["recovered"]
     assert "512..512" in first.summary()
+
+
+def test_real_cuda_run_has_no_collapse_and_a_speedup_near_1():
+    """gpt2 on an H200 is host-bound: the cache changes little, and nothing collapses."""
+    df = regimes.load(REAL_CUDA_RUN)
+    result = cache_speedup(df, n_boot=1000)
+    assert result.collapses.height == 0, result.summary()
+    table = result.speedup.sort("budget")
+    assert table.height == df.get_column("budget").n_unique() == 32
+    medians = (df.filter(~pl.col("warmup")).group_by("budget", "use_cache")
+               .agg(pl.col("latency_s").median())
+               .pivot("use_cache", index="budget", values="latency_s").sort("budget"))
+    measured = (medians.get_column("false") / medians.get_column("true")).to_numpy()
+    np.testing.assert_allclose(table.get_column("speedup"), measured, rtol=1e-12)
+    low, high = table.get_column("ci_low").to_numpy(), table.get_column("ci_high").to_numpy()
+    assert np.isfinite(low).all() and np.isfinite(high).all()
+    assert (low <= measured).all() and (measured <= high).all()
+    assert 0.6 < measured.min() and measured.max() < 1.6
+    assert 0.85 < np.median(measured) < 1.2
+    # with no collapse the trend is the smooth fit, near the speedups themselves
+    assert table.select(((pl.col("ratio") - 1).abs() < 0.5).all()).item()
 
 
 def test_smooth_speedups_report_no_collapse():
