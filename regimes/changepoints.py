@@ -243,7 +243,7 @@ def test_change_points(
     est: CurveEstimates,
     breaks: Sequence[int],
     *,
-    smooth: SmoothTrend | None = None,
+    smooth: SmoothTrend | np.ndarray | None = None,
     flank: int = 3,
 ) -> ChangePointTests:
     """Test the level shift at each break with up to ``flank`` cells per side.
@@ -254,6 +254,8 @@ def test_change_points(
     common-slope jump of :func:`regimes.intervals.jump_contrast`. The estimate is the
     log of the level after over the level before.
     """
+    if smooth is not None and not isinstance(smooth, SmoothTrend):
+        smooth = SmoothTrend.fixed(smooth)
     t = est.u.size
     edges = [0, *[int(b) for b in breaks], t]
     total_var = est.total_var
@@ -273,3 +275,7 @@ def test_change_points(
     return ChangePointTests(
         estimate=estimate, se=se, df=dof, p_value=p, index=np.asarray(breaks, dtype=np.int64)
     )
+
+
+# a statistical test, not a pytest test: keep collectors from picking it up on import
+test_change_points.__test__ = False  # type: ignore[attr-defined]

@@ -313,7 +313,9 @@ def detect_regimes(
 
     Exact duplicate rows are dropped, and cells with a single trial are dropped, each
     with a :class:`~regimes.RegimesWarning`; groups with fewer than 3 distinct ``x``
-    stay in ``curve`` without a trend and are reported in ``groups.note``.
+    stay in ``curve`` without a trend, are reported in ``groups.note`` and warned about
+    (an error when no group has 3). Every cell with a single trial, or an empty
+    table, is an error: replication is what measures the noise.
     """
     if not 0.0 < alpha < 1.0:
         raise RegimesInputError(f"alpha must lie in (0, 1), got {alpha}")
@@ -357,6 +359,20 @@ def detect_regimes(
     bounds = np.flatnonzero(np.diff(curve_ids)) + 1
     starts = np.concatenate([[0], bounds])
     stops = np.concatenate([bounds, [curve_ids.size]])
+
+    lengths = stops - starts
+    if (lengths < MIN_CELLS).all():
+        raise RegimesInputError(
+            f"every group has fewer than {MIN_CELLS} distinct {x} values (most: "
+            f"{int(lengths.max())}); a trend and an interval need at least {MIN_CELLS}"
+        )
+    if (lengths < MIN_CELLS).any():
+        warnings.warn(
+            f"{int((lengths < MIN_CELLS).sum())} group(s) have fewer than {MIN_CELLS} distinct "
+            f"{x} values and are summarised without a trend (see report.groups.note)",
+            RegimesWarning,
+            stacklevel=2,
+        )
 
     # between-cell variance per curve; curves too short to estimate borrow the median
     taus = [between_cell_variance(u_all[a:b], level_all[a:b], var_all[a:b])

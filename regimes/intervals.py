@@ -94,6 +94,11 @@ _QN_CONSTANT = float(1.0 / (np.sqrt(2.0) * stats.norm.ppf(5.0 / 8.0)))
 
 DIRECTIONS = ("up", "down", "both")
 
+VARIANCE_FLOOR = 1e-8
+"""Smallest sampling variance of a cell's log level, (0.01 %)^2: timers round, and
+identical trials would otherwise make any difference between cells infinitely
+significant."""
+
 PRIOR_DF = 4.0
 """Weight, in degrees of freedom, of a curve's pooled noise when it is combined with a
 cell's own estimate (empirical-Bayes moderation): a cell's replicates can raise its
@@ -249,7 +254,7 @@ def cell_levels(
     pick = np.argmax(estimates, axis=0)
     cols = np.arange(n.size)
     return cells.select([*cell_keys, "n", "n_sessions", "level", "sigma_w"]).with_columns(
-        pl.Series("var", estimates[pick, cols]),
+        pl.Series("var", np.maximum(estimates[pick, cols], VARIANCE_FLOOR)),
         pl.Series("df", np.maximum(dfs[pick, cols], 1.0)),
     )
 
@@ -442,6 +447,12 @@ class SmoothTrend:
         """Coefficients on the levels of the residual contrast ``c @ (level - G)``."""
         return c - (c @ self.basis) @ self.coef_map
 
+    @classmethod
+    def fixed(cls, values: np.ndarray) -> SmoothTrend:
+        """A trend taken as known (its uncertainty ignored), e.g. from another fit."""
+        values = np.asarray(values, dtype=float)
+        return cls(values, np.zeros((values.size, 0)), np.zeros((0, values.size)))
+
 
 @dataclass(frozen=True)
 class CurveEstimates:
@@ -512,7 +523,7 @@ def test_intervals(
     candidates: Sequence[tuple[int, int, int, int]],
     breaks: Sequence[int],
     *,
-    smooth: SmoothTrend | None = None,
+    smooth: SmoothTrend | np.ndarray | None = None,
     direction: str = "up",
     level: float = 0.95,
     flank: tuple[int, int] = (3, 8),
@@ -546,9 +557,14 @@ def test_intervals(
       (for a step; its first segment for an interval from the grid's start), so a
       spike near the end cannot pass for a step that never recovers. Its trend is
       ``smooth`` shifted onto the flank. Without ``smooth`` the jump is the statistic.
+
+    ``smooth`` is a :class:`SmoothTrend` (its uncertainty enters every contrast) or an
+    array of trend values taken as known.
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if smooth is not None and not isinstance(smooth, SmoothTrend):
+        smooth = SmoothTrend.fixed(smooth)
     t = est.u.size
     edges = [0, *[int(b) for b in breaks], t]
     total_var = est.total_var
@@ -647,3 +663,7 @@ def select_non_overlapping(
         if all(end[idx] < start[k] or start[idx] > end[k] for k in chosen):
             chosen.append(int(idx))
     return np.asarray(sorted(chosen, key=lambda k: start[k]), dtype=np.int64)
+
+
+# a statistical test, not a pytest test: keep collectors from picking it up on import
+test_intervals.__test__ = False  # type: ignore[attr-defined]
