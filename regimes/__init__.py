@@ -49,7 +49,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .speedup import SpeedupResult, cache_speedup
 
 
+_SUBMODULES = ("plot", "report", "simulate")
+"""Submodules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'regimes' has no attribute {name!r}")
@@ -59,7 +65,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
 __all__ = [
