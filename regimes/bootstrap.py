@@ -73,33 +73,30 @@ def _order_statistic_ci(
     frame: pl.DataFrame, keys: Sequence[str], y: str, level: float
 ) -> pl.DataFrame:
     """Median and exact bootstrap interval of single-session cells (see module doc)."""
-    counts = frame.group_by(keys).agg(pl.len().alias("n")).get_column("n").unique()
-    lookup = pl.DataFrame(
-        [(int(n), *median_ci_indices(int(n), level)) for n in counts],
-        schema={name: pl.UInt32 for name in ("n", "lo_l", "lo_u", "hi_l", "hi_u")},
-        orient="row",
-    )
-    ranked = (
-        frame.select([*keys, y])
-        .sort([*keys, y])
-        .with_columns(
-            pl.int_range(pl.len(), dtype=pl.UInt32).over(keys).alias("_rank"),
-            pl.len().over(keys).cast(pl.UInt32).alias("n"),
-        )
-        .join(lookup, on="n", how="left")
-    )
-    return ranked.group_by(keys).agg(
+    cells = frame.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("n"),
         pl.col(y).median().alias("median"),
-        *[
-            pl.col(y).filter(pl.col("_rank") == pl.col(k)).first().alias(k)
-            for k in ("lo_l", "lo_u", "hi_l", "hi_u")
-        ],
-    ).select(
-        *keys, "n", "median",
-        ((pl.col("lo_l") + pl.col("lo_u")) / 2).alias("ci_low"),
-        ((pl.col("hi_l") + pl.col("hi_u")) / 2).alias("ci_high"),
+        pl.col(y).sort().alias("_sorted"),
     )
+    low = np.empty(cells.height)
+    high = np.empty(cells.height)
+    counts = cells.get_column("n").to_numpy()
+    for n in np.unique(counts):
+        rows = np.flatnonzero(counts == n)
+        # cells of one size form a 2-D array: the bounds are four column lookups
+        values = cells.get_column("_sorted").gather(rows).list.to_array(int(n)).to_numpy()
+        lo_l, lo_u, hi_l, hi_u = median_ci_indices(int(n), level)
+        low[rows] = (values[:, lo_l] + values[:, lo_u]) / 2
+        high[rows] = (values[:, hi_l] + values[:, hi_u]) / 2
+    return cells.drop("_sorted").with_columns(pl.Series("ci_low", low), pl.Series("ci_high", high))
+
+
+def _median_last_axis(values: np.ndarray) -> np.ndarray:
+    """Median along the last axis by partition (no NaN check, no full sort)."""
+    n = values.shape[-1]
+    lower, upper = (n - 1) // 2, n // 2
+    part = np.partition(values, (lower, upper) if upper != lower else lower, axis=-1)
+    return 0.5 * (part[..., lower] + part[..., upper])
 
 
 def bootstrap_median_ci(
@@ -109,35 +106,36 @@ def bootstrap_median_ci(
 
     ``values`` has shape ``(cells, sessions, trials)``, NaN-padded where a session holds
     fewer trials than the largest; returns ``(cells, 2)`` lower and upper bounds.
+    Balanced cells draw flat indices (session * trials + trial) and take the median by
+    partition; unbalanced ones mask the surplus draws of short sessions and use
+    ``nanmedian``.
     """
     cells, n_sessions, width = values.shape
     sizes = np.sum(~np.isnan(values), axis=2)  # (cells, sessions)
     balanced = bool(np.all(sizes == width))
     out = np.empty((cells, 2))
-    per_cell = n_boot * n_sessions * width
-    chunk = max(1, _MAX_RESAMPLED_VALUES // max(per_cell, 1))
+    chunk = max(1, _MAX_RESAMPLED_VALUES // max(n_boot * n_sessions * width, 1))
     quantiles = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    flat_values = values.reshape(cells, n_sessions * width)
     for start in range(0, cells, chunk):
-        block = values[start:start + chunk]
-        block_sizes = sizes[start:start + chunk]
+        block = flat_values[start:start + chunk]
         c = block.shape[0]
-        rows = np.arange(c)[:, None, None]
-        chosen = rng.integers(0, n_sessions, size=(c, n_boot, n_sessions))
-        chosen_sizes = np.take_along_axis(
-            block_sizes[:, None, :], chosen, axis=2
-        )  # (c, B, S)
-        draws = np.floor(
-            rng.random((c, n_boot, n_sessions, width)) * chosen_sizes[..., None]
-        ).astype(np.intp)
-        picked = block[rows[..., None], chosen[..., None], draws]  # (c, B, S, W)
-        if not balanced:
-            # a session with fewer trials contributes fewer draws: mask the surplus
-            picked = np.where(
-                np.arange(width)[None, None, None, :] < chosen_sizes[..., None], picked, np.nan
-            )
-            medians = np.nanmedian(picked.reshape(c, n_boot, -1), axis=2)
+        chosen = rng.integers(0, n_sessions, size=(c, n_boot, n_sessions, 1), dtype=np.int32)
+        if balanced:
+            draws = rng.integers(0, width, size=(c, n_boot, n_sessions, width), dtype=np.int32)
+            index = (chosen * width + draws).reshape(c, -1)
+            medians = _median_last_axis(
+                np.take_along_axis(block, index, axis=1).reshape(c, n_boot, -1))
         else:
-            medians = np.median(picked.reshape(c, n_boot, -1), axis=2)
+            chosen_sizes = np.take_along_axis(
+                np.broadcast_to(sizes[start:start + c, None, :, None], (c, n_boot, n_sessions, 1)),
+                chosen, axis=2)
+            draws = np.floor(rng.random((c, n_boot, n_sessions, width)) * chosen_sizes).astype(np.int32)
+            index = (chosen * width + draws).reshape(c, -1)
+            picked = np.take_along_axis(block, index, axis=1).reshape(c, n_boot, n_sessions, width)
+            # a session with fewer trials contributes fewer draws: mask the surplus
+            picked = np.where(np.arange(width) < chosen_sizes, picked, np.nan)
+            medians = np.nanmedian(picked.reshape(c, n_boot, -1), axis=2)
         out[start:start + c] = np.quantile(medians, quantiles, axis=1).T
     return out
 

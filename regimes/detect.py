@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats
 
 from .bootstrap import cell_summaries
-from .changepoints import bic_penalty, difference_trend, segment_curve, test_change_points
+from .changepoints import bic_penalty, segment_curves, test_change_points
 from .intervals import (
     DIRECTIONS,
     CurveEstimates,
@@ -243,7 +244,11 @@ def _prepare(
             )
         if x in group_columns:
             raise RegimesInputError(f"by= must not contain the x column {x!r}")
-    duplicated = int(frame.is_duplicated().sum())
+    # hash first: comparing a million rows on every column costs more than one u64 column,
+    # and only rows whose hashes collide can be duplicates
+    hashed = frame.hash_rows(seed=0)
+    duplicated = int(frame.filter(hashed.is_duplicated()).is_duplicated().sum()) if bool(
+        hashed.is_duplicated().any()) else 0
     if duplicated:
         before = frame.height
         frame = frame.unique(maintain_order=True)
@@ -388,6 +393,17 @@ def detect_regimes(
     segment_all = np.zeros(curve_ids.size, dtype=np.int64)
     trends: dict[tuple[int, int], np.ndarray] = {}
     notes: dict[int, str] = {}
+    # segmentation, batched over curves of equal length
+    segmented: dict[int, tuple[list[int], Any]] = {}
+    for t in np.unique(lengths[lengths >= MIN_CELLS]):
+        members = np.flatnonzero(lengths == t)
+        index = starts[members][:, None] + np.arange(t)
+        tau2 = np.asarray([taus[m][0] for m in members])[:, None]
+        found = segment_curves(u_all[index], level_all[index], var_all[index] + tau2,
+                               bic_penalty(int(t), penalty))
+        for m, cuts, fit in zip(members, *found):
+            segmented[int(m)] = (cuts, fit)
+
     for curve_index, (a, b) in enumerate(zip(starts, stops)):
         cid = int(curve_ids[a])
         t = b - a
@@ -395,22 +411,30 @@ def detect_regimes(
             notes[cid] = f"only {t} distinct {x} value(s); at least {MIN_CELLS} are needed"
             continue
         u, lev, var, dof = u_all[a:b], level_all[a:b], var_all[a:b], df_all[a:b]
-        breaks, fit = segment_curve(u, lev, var + taus[curve_index][0], bic_penalty(t, penalty))
+        breaks, fit = segmented[curve_index]
         refined = between_cell_variance(u, lev, var, breaks, fit.values)
         if math.isfinite(refined[0]):
             taus[curve_index] = refined
         est = CurveEstimates(u, lev, var, dof, *taus[curve_index])
         edges = np.asarray([0, *breaks, t])
         segment_all[a:b] = np.repeat(np.arange(edges.size - 1), np.diff(edges))
+        kept = breaks
         if breaks:
             cps = test_change_points(est, breaks, smooth=fit)
             ratio, low, high = cps.ratio_interval(level)
             for k in range(cps.size):
                 i = int(cps.index[k])
                 cp_rows.append((cid, a + i - 1, a + i, ratio[k], low[k], high[k], cps.p_value[k]))
-        candidates = candidate_intervals(t, breaks)
+            # a break with no evidence of a shift cannot bound an interval whose boundary
+            # gates must pass (a stricter test of nearly the same shift): merge its segments.
+            # The scan adjustment covers every interval, so this prunes work, not validity.
+            z_cut = stats.norm.isf(0.5 / max(1, t - 1))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                strength = np.abs(cps.estimate) / cps.se
+            kept = [b for b, z in zip(breaks, strength) if not z < z_cut]
+        candidates = candidate_intervals(t, kept)
         if candidates:
-            tests = test_intervals(est, candidates, breaks, smooth=fit, direction=direction,
+            tests = test_intervals(est, candidates, kept, smooth=fit, direction=direction,
                                    level=level)
             ratio, low, high = tests.ratio_interval(level)
             for k in range(tests.size):

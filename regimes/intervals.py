@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from scipy import special, stats
 
 __all__ = [
     "CurveEstimates",
@@ -75,6 +75,8 @@ __all__ = [
     "qn_scale_rows",
     "select_non_overlapping",
     "test_intervals",
+    "t_quantile",
+    "t_sf",
     "trend_contrast",
 ]
 
@@ -125,6 +127,11 @@ def qn_scale_rows(values: np.ndarray) -> np.ndarray:
     n = values.shape[1]
     if n < 2:
         return np.full(values.shape[0], np.nan)
+    if n > 400:
+        # all pairs would cost n^2 memory; statsmodels has the O(n log n) algorithm
+        from statsmodels.robust.scale import qn_scale
+
+        return np.asarray([qn_scale(row) for row in values], dtype=float)
     h = n // 2 + 1
     k = h * (h - 1) // 2
     i, j = np.triu_indices(n, k=1)
@@ -143,11 +150,12 @@ def _within_session_scale(
     """Per curve: robust within-session scale ``sigma_w`` of ``value``.
 
     Median absolute difference over all pairs of trials that share a cell and a session,
-    over the normal-theory constant; pairs are formed on sorted blocks, so row order
-    cannot change it. Curves without any such pair get null.
+    over the normal-theory constant; the pairs of a block are the same set whatever the
+    order of its rows. Curves without any such pair get null.
     """
+    # the set of pairs of a block does not depend on the order of its trials
     block_keys = [curve, x, session]
-    ordered = frame.select([*block_keys, value]).sort(block_keys)
+    ordered = frame.select([*block_keys, value]).sort(block_keys, maintain_order=False)
     blocks = ordered.group_by(block_keys, maintain_order=True).agg(pl.len().alias("_size"))
     sizes = blocks.get_column("_size").to_numpy()
     curves = blocks.get_column(curve).to_numpy()
@@ -166,6 +174,14 @@ def _within_session_scale(
         return pl.DataFrame(
             {curve: np.unique(curves), "sigma_w": np.full(np.unique(curves).size, np.nan)}
         )
+    ids = np.unique(curves)
+    counts = np.unique(curves, return_counts=True)[1]
+    if len(diff_parts) == 1 and np.unique(counts).size == 1 and np.all(sizes == sizes[0]):
+        # one block size and as many blocks per curve: the pairs of each curve are one
+        # contiguous row (blocks are sorted by curve), and a row-wise median is a
+        # partition, far cheaper than a grouped median over millions of pairs
+        rows = diff_parts[0].reshape(ids.size, -1)
+        return pl.DataFrame({curve: ids, "sigma_w": np.median(rows, axis=1) / _PAIR_DIFF_MEDIAN})
     pairs = pl.DataFrame({curve: np.concatenate(curve_parts), "_d": np.concatenate(diff_parts)})
     return pairs.group_by(curve).agg((pl.col("_d").median() / _PAIR_DIFF_MEDIAN).alias("sigma_w"))
 
@@ -197,26 +213,30 @@ def cell_levels(
         .filter(pl.col("_span") >= 3)
         .drop("_span")
     )
-    adjusted = frame.select([curve, x, session, value]).join(
-        offsets, on=[curve, session], how="left", nulls_equal=True
-    ).with_columns((pl.col(value) - pl.col("_alpha").fill_null(0.0)).alias("_adj"))
+    adjusted = frame.select([curve, x, session, value])
+    if offsets.height:
+        adjusted = adjusted.join(offsets, on=[curve, session], how="left", nulls_equal=True)
+        adjusted = adjusted.with_columns((pl.col(value) - pl.col("_alpha").fill_null(0.0)).alias("_adj"))
+    else:
+        adjusted = adjusted.with_columns(pl.col(value).alias("_adj"))
     session_stats = adjusted.group_by([*cell_keys, session]).agg(
         pl.col("_adj").median().alias("_m"),
         pl.len().alias("_ns"),
-        ((pl.col("_adj") - pl.col("_adj").mean()) ** 2).sum().alias("_ss"),
+        (pl.col("_adj").var(ddof=0) * pl.len()).alias("_ss"),
     )
+    cells = session_stats.group_by(cell_keys).agg(
+        pl.col("_ns").sum().cast(pl.Int64).alias("n"),
+        pl.len().cast(pl.Int64).alias("n_sessions"),
+        pl.col("_ss").sum().alias("_ss"),
+        pl.col("_m").var(ddof=1).fill_null(0.0).alias("_between"),
+        pl.col("_m").first().alias("level"),
+    )
+    if cells.get_column("n_sessions").max() > 1:
+        # the level is the median of all of a cell's trials, not of its session medians
+        cells = cells.drop("level").join(
+            adjusted.group_by(cell_keys).agg(pl.col("_adj").median().alias("level")), on=cell_keys)
     cells = (
-        session_stats.group_by(cell_keys)
-        .agg(
-            pl.col("_ns").sum().cast(pl.Int64).alias("n"),
-            pl.len().cast(pl.Int64).alias("n_sessions"),
-            pl.col("_ss").sum().alias("_ss"),
-            pl.col("_m").var(ddof=1).fill_null(0.0).alias("_between"),
-        )
-        .join(
-            adjusted.group_by(cell_keys).agg(pl.col("_adj").median().alias("level")),
-            on=cell_keys,
-        )
+        cells
         .join(_within_session_scale(adjusted, curve, x, session, "_adj"), on=curve, how="left")
         .with_columns(
             # pairs share trials and a median keeps about half the information of a
@@ -332,6 +352,35 @@ def _wls_projection(design: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return np.linalg.solve(xtw @ design, xtw)
 
 
+def _flank_line(
+    u: np.ndarray, total_var: np.ndarray, inside: np.ndarray, flank: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(c, rows, proj)``: contrast coefficients of :func:`trend_contrast`, and the line
+    through the flank as ``rows @ proj @ values[flank]`` at the inside cells.
+
+    Weighted least squares of a line (or a constant) is solved in closed form: it runs
+    for every candidate interval, where a general solver's call overhead dominates.
+    """
+    w_in = 1.0 / total_var[inside]
+    w_in = w_in / w_in.sum()
+    u_bar = float(w_in @ u[inside])
+    uf = u[flank] - u_bar
+    wf = 1.0 / total_var[flank]
+    sw, swu, swuu = wf.sum(), wf @ uf, wf @ (uf * uf)
+    det = sw * swuu - swu * swu
+    if np.ptp(uf) > 0 and det > 1e-12 * sw * swuu:
+        # (X'WX)^-1 X'W for X = [1, u - u_bar]
+        proj = np.stack([(swuu - swu * uf) * wf, (sw * uf - swu) * wf]) / det
+        rows = np.column_stack([np.ones(inside.size), u[inside] - u_bar])
+    else:
+        proj = (wf / sw)[None, :]
+        rows = np.ones((inside.size, 1))
+    c = np.zeros(u.size)
+    c[inside] += w_in
+    c[flank] -= proj[0]
+    return c, rows, proj
+
+
 def trend_contrast(
     u: np.ndarray, total_var: np.ndarray, inside: np.ndarray, flank: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -343,19 +392,8 @@ def trend_contrast(
     interval's weighted mean position. Returns ``(c, h)`` where ``c`` has one entry per
     cell and ``h[k]`` gives the line's value at ``u[inside[k]]`` as ``h[k] @ level``.
     """
-    t = u.size
-    w_in = 1.0 / total_var[inside]
-    w_in = w_in / w_in.sum()
-    u_bar = float(w_in @ u[inside])
-    uf = u[flank]
-    slope = np.ptp(uf) > 0
-    design = np.column_stack([np.ones(flank.size), uf - u_bar]) if slope else np.ones((flank.size, 1))
-    proj = _wls_projection(design, 1.0 / total_var[flank])
-    c = np.zeros(t)
-    c[inside] += w_in
-    c[flank] -= proj[0]
-    at = np.zeros((inside.size, t))
-    rows = np.column_stack([np.ones(inside.size), u[inside] - u_bar]) if slope else np.ones((inside.size, 1))
+    c, rows, proj = _flank_line(u, total_var, inside, flank)
+    at = np.zeros((inside.size, u.size))
     at[:, flank] = rows @ proj
     return c, at
 
@@ -408,19 +446,23 @@ def contrast_test(
 
 
 def candidate_intervals(
-    n_cells: int, breaks: Sequence[int], max_segments: int = 25
+    n_cells: int, breaks: Sequence[int], max_segments: int = 25, max_candidates: int = 2000,
 ) -> list[tuple[int, int, int, int]]:
     """Runs of consecutive segments, as ``(start, end, first_segment, last_segment)``.
 
     ``breaks`` are the indices where a new segment starts (sorted, in ``1..n_cells-1``).
     Every run of at most ``max_segments`` segments is a candidate except the whole grid
-    and single cells at either end of it (see :func:`test_intervals`).
+    and single cells at either end of it (see :func:`test_intervals`); with many
+    segments runs are shortened to keep about ``max_candidates``. The scan adjustment
+    of :func:`test_intervals` covers every interval, so this changes power, not validity.
     """
     edges = [0, *[int(b) for b in breaks], n_cells]
     n_seg = len(edges) - 1
+    # a long, finely cut curve keeps shorter runs, so the count stays near max_candidates
+    longest = max(1, min(max_segments, max_candidates // n_seg))
     out = []
     for a in range(n_seg):
-        for b in range(a, min(n_seg, a + max_segments)):
+        for b in range(a, min(n_seg, a + longest)):
             start, end = edges[a], edges[b + 1] - 1
             at_edge = start == 0 or end == n_cells - 1
             if (a == 0 and b == n_seg - 1) or (at_edge and start == end):
@@ -485,7 +527,7 @@ class ContrastResults:
 
     def ratio_interval(self, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:math:`e^D` and its two-sided t interval at ``level``."""
-        half = stats.t.ppf((1.0 + level) / 2.0, self.df) * self.se
+        half = t_quantile((1.0 + level) / 2.0, self.df) * self.se
         return np.exp(self.estimate), np.exp(self.estimate - half), np.exp(self.estimate + half)
 
 
@@ -500,12 +542,29 @@ class IntervalTests(ContrastResults):
     trend: list[np.ndarray] = field(default_factory=list)
 
 
+def t_sf(z: np.ndarray, dof: np.ndarray) -> np.ndarray:
+    """Upper tail of Student's t, ``scipy.stats.t.sf`` without its per-call overhead.
+
+    ``scipy.special.stdtr`` is the same function as ``scipy.stats.t`` evaluates; it is
+    called directly because the tests run per curve and the distribution object's
+    argument checking costs more than the arithmetic. Infinite df is the normal.
+    """
+    z, dof = np.broadcast_arrays(np.asarray(z, dtype=float), np.asarray(dof, dtype=float))
+    return np.where(np.isinf(dof), special.ndtr(-z), special.stdtr(np.where(np.isinf(dof), 1.0, dof), -z))
+
+
+def t_quantile(q: float, dof: np.ndarray) -> np.ndarray:
+    """Quantile of Student's t (``scipy.stats.t.ppf`` through ``scipy.special``)."""
+    dof = np.asarray(dof, dtype=float)
+    return np.where(np.isinf(dof), special.ndtri(q), special.stdtrit(np.where(np.isinf(dof), 1.0, dof), q))
+
+
 def _one_sided_p(z: np.ndarray, dof: np.ndarray, direction: str) -> np.ndarray:
     if direction == "up":
-        return stats.t.sf(z, dof)
+        return t_sf(z, dof)
     if direction == "down":
-        return stats.t.cdf(z, dof)
-    return np.minimum(1.0, 2.0 * stats.t.sf(np.abs(z), dof))
+        return t_sf(-np.asarray(z), dof)
+    return np.minimum(1.0, 2.0 * t_sf(np.abs(z), dof))
 
 
 def level_contrast(total_var: np.ndarray, inside: np.ndarray, flank: np.ndarray) -> np.ndarray:
@@ -573,6 +632,14 @@ def test_intervals(
         "start", "end", "kind", "estimate", "se", "df", "gate", "peak")}
     trends: list[np.ndarray] = []
 
+    # a main statistic whose normal tail times the scan is at least 1 has p = 1 (a t
+    # tail is heavier still): its gates cannot change that and are skipped
+    z_cut = stats.norm.isf((0.5 if direction == "both" else 1.0) / scan)
+
+    def hopeless(estimate: float, se: float) -> bool:
+        signed = {"up": estimate, "down": -estimate, "both": abs(estimate)}[direction]
+        return bool(se > 0 and signed / se < z_cut)
+
     def test(c: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
         return contrast_test(c, values, est.var, est.df, est.tau2, est.tau2_df)
 
@@ -596,14 +663,19 @@ def test_intervals(
 
         if left.size and right.size:
             kind = "spike"
-            c, at = trend_contrast(est.u, total_var, inside, np.concatenate([left, right]))
+            flanks = np.concatenate([left, right])
+            c, rows_, proj = _flank_line(est.u, total_var, inside, flanks)
             if smooth is None:
                 estimate, se, dof = test(c, est.level)
-                trend = at @ est.level
+                trend = rows_ @ (proj @ est.level[flanks])
             else:
                 estimate, se, dof = test(smooth.adjust(c), est.level)
-                trend = smooth.values[inside] + at @ (est.level - smooth.values)
-            gate = [jump(first, left), jump(last, right)]
+                residual = (est.level - smooth.values)[flanks]
+                trend = smooth.values[inside] + rows_ @ (proj @ residual)
+            if hopeless(estimate, se):
+                gate = None
+            else:
+                gate = [jump(first, left), jump(last, right)]
         else:
             kind = "step" if left.size else "spike"
             if left.size:
@@ -612,11 +684,11 @@ def test_intervals(
                 side, own, far = right, last, np.arange(start, edges[a + 1])
             if smooth is None:
                 estimate, se, dof = jump(own, side)
-                _, at = trend_contrast(est.u, total_var, inside, side)
-                trend = at @ est.level
+                _, rows_, proj = _flank_line(est.u, total_var, inside, side)
+                trend = rows_ @ (proj @ est.level[side])
             else:
-                gate = [jump(own, side), jump(far, side)]
                 estimate, se, dof = jump(inside, side)
+                gate = None if hopeless(estimate, se) else [jump(own, side), jump(far, side)]
                 w = 1.0 / total_var[side]
                 shift = float(w @ (est.level - smooth.values)[side] / w.sum())
                 trend = smooth.values[inside] + shift
