@@ -96,7 +96,10 @@ class RegimeReport:
     # -- presentation -------------------------------------------------------------------
 
     def _label(self, row: dict[str, Any]) -> str:
-        return ", ".join(f"{c}={row[c]}" for c in self.group_columns) or "all rows"
+        """The group columns that tell this call's groups apart (the model if none do)."""
+        varying = [c for c in self.group_columns if self.groups.get_column(c).n_unique() > 1]
+        shown = varying or [c for c in ("model",) if c in self.group_columns]
+        return ", ".join(f"{c}={row[c]}" for c in shown) or "all rows"
 
     def summary(self) -> str:
         """A fixed-width text report: call, groups, then anomalies and change points."""
@@ -106,7 +109,7 @@ class RegimeReport:
         n_cells = int(self.groups.get_column("n_cells").sum()) if self.groups.height else 0
         header = [
             ("Quantity:", f"{self.y} over {self.x}"),
-            ("Groups:", f"{self.groups.height} ({', '.join(self.group_columns) or 'none'})"),
+            ("Groups:", str(self.groups.height)),
             ("Cells:", str(n_cells)),
             ("Trials:", str(n_trials)),
             ("Direction:", str(p.get("direction"))),
@@ -125,6 +128,7 @@ class RegimeReport:
             if i + half < len(header):
                 right = f"{header[i + half][0]:<15}{header[i + half][1]:>31}"
             lines.append(f"{left}    {right}".rstrip())
+        lines.append(f"{'Grouped by:':<15}{', '.join(self.group_columns) or 'nothing (one curve)'}")
         lines += self._section(
             "Anomalies", self.anomalies, "interval", "kind",
             lambda r: f"{r['start']}..{r['end']}",

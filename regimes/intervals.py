@@ -32,18 +32,25 @@ differences that annihilate straight lines). A few jumps do not move it.
 **Interval tests** (:func:`test_intervals`). Every statistic is a linear contrast
 :math:`D = \\sum_t c_t \\ell_t` of cell levels, so
 :math:`\\mathrm{Var}(D) = \\sum_t c_t^2 (v_t + \\tau^2)`, with Welch-Satterthwaite degrees
-of freedom, a t reference, and a ratio :math:`e^D` with a t interval.
+of freedom, a t reference, and a ratio :math:`e^D` with a t interval. Contrasts of
+residuals from the curve's smooth trend :math:`G` (:class:`SmoothTrend`, a robust
+polynomial fitted with a free level per segment) stay linear in the levels because
+:math:`G` is, so the trend's own uncertainty is part of every variance.
 
 * An *interior* interval ``[i, j]`` is compared with the straight line (weighted least
-  squares in the trend coordinate) through up to ``flank`` cells on each side, taken
-  from the neighbouring segments only: :math:`D` is the precision-weighted mean of the
-  interval's levels minus the line at their weighted mean position. A plateau may
-  cover most of the grid; its flanks still set the trend.
+  squares) through up to ``flank`` residual cells on each side, taken from the
+  neighbouring segments only: :math:`D` is the precision-weighted mean of the
+  interval's residuals minus the line at their weighted mean position. A plateau may
+  cover most of the grid; its flanks still set the trend. It must also jump up at its
+  start and fall back at its end.
 * An interval that runs to the end of the grid (a *step*) or starts at its beginning
   has one flank, and extrapolating a line over a long interval would mistake a change
-  of slope for a level shift. Its statistic is the jump at its one inner boundary: a
-  common-slope fit (ANCOVA) of the cells on both sides of it with a level shift
-  between them, which is zero for a kink and equal to the shift for a step.
+  of slope for a level shift: its statistic is the mean residual over the interval
+  minus that over the flank, gated by the jump at its inner boundary and by the
+  segment at the grid's end standing up too (no recovery).
+
+Gates enter as an intersection-union test: the p-value is the largest of the gates'
+and the main test's.
 
 Post-selection. Candidates are chosen by segmenting the same data, which would make a
 naive p-value far too small. Each p-value is therefore Bonferroni-adjusted for the scan
