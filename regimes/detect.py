@@ -494,7 +494,8 @@ def detect_regimes(
     offsets = np.zeros(curve_ids.size)
     for a, b in zip(starts, stops):
         offsets[a:b] = np.median(log_median[a:b] - level_all[a:b])
-    baseline = np.exp(baseline_all + offsets)
+    with np.errstate(over="ignore"):
+        baseline = np.exp(baseline_all + offsets)
 
     curve = cells.with_columns(
         pl.Series("baseline", baseline),

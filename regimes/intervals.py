@@ -535,7 +535,8 @@ class ContrastResults:
     def ratio_interval(self, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:math:`e^D` and its two-sided t interval at ``level``."""
         half = t_quantile((1.0 + level) / 2.0, self.df) * self.se
-        return np.exp(self.estimate), np.exp(self.estimate - half), np.exp(self.estimate + half)
+        with np.errstate(over="ignore"):  # a ratio beyond 1e308 is reported as inf
+            return np.exp(self.estimate), np.exp(self.estimate - half), np.exp(self.estimate + half)
 
 
 @dataclass(frozen=True)
