@@ -11,7 +11,7 @@ an anomaly's interval carried over to another backend's curve
   gates require to stand off the flank too: a dip followed by recovery cannot pass for
   a step that runs to the end of the grid.
 * **trend.** The curve's smooth trend is fitted with a free level shift at each of
-  those boundaries (:func:`regimes.changepoints.level_trend`), so the interval's own
+  those boundaries (:func:`regimes.changepoints.level_trends`), so the interval's own
   level cannot bend it, and its uncertainty is carried into every contrast: a trend
   drawn far from the cells that support it has a wide interval, not a confident
   extrapolation.
@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
-from .changepoints import _biweight_wls, _power_basis, default_degree
+from .changepoints import default_degree, level_trends
 from .intervals import (
     CurveEstimates,
     IntervalTests,
@@ -41,7 +42,8 @@ from .intervals import (
 )
 
 __all__ = ["Curve", "curve_from_levels", "flank_support", "interval_segments",
-           "interval_tau", "test_fixed_interval", "whole_curve_taus"]
+           "interval_tau", "interval_trends", "scan_intervals", "supported_intervals",
+           "test_fixed_interval", "whole_curve_taus"]
 
 EDGE_FLANK = 3
 """Cells of the one flank an interval touching an end of the grid needs, and the size of
@@ -115,6 +117,13 @@ def flank_support(start: int, end: int, t: int) -> str | None:
     return None
 
 
+def supported_intervals(t: int) -> list[tuple[int, int]]:
+    """Every interval ``(start, end)`` of a grid of ``t`` cells that :func:`flank_support`
+    admits, by start then end."""
+    return [(start, end) for start in range(t) for end in range(start, t)
+            if flank_support(start, end, t) is None]
+
+
 def interval_segments(start: int, end: int, t: int, flank: int = EDGE_FLANK
                       ) -> tuple[list[int], int, int]:
     """Breaks that make ``[start, end]`` (cell indices) a run of segments of a grid of
@@ -132,58 +141,92 @@ def interval_segments(start: int, end: int, t: int, flank: int = EDGE_FLANK
 
 def interval_tau(
     curve: Curve, start: int, end: int, breaks: Sequence[int], smooth: SmoothTrend,
-    prior: tuple[float, float],
+    fallback: tuple[float, float],
 ) -> tuple[float, float]:
-    """Between-cell variance ``(tau2, df)`` for testing ``start..end``: estimated without
-    the tested cells, or ``prior`` when fewer than 5 cells remain."""
+    """Between-cell variance ``(tau2, df)`` for testing cells ``start..end``.
+
+    The tested cells must not inflate it, so it comes from the cells around the trend
+    fitted with the interval's own level shifts, by the first of:
+
+    * the robust Qn scale of the residuals within segments
+      (:func:`regimes.intervals.between_cell_variance` with ``breaks`` and ``smooth``),
+      when it has at least 4 degrees of freedom;
+    * on short grids, the least-squares residual variance of the cells outside the
+      interval around a low-degree polynomial (:func:`_flank_lack_of_fit`), which
+      spends every cell: with 6 budgets a robust scale has one degree of freedom;
+    * ``fallback``, the curve's whole-curve estimate.
+
+    Every estimate is a total residual variance minus the sampling part, cut at 0. A
+    t test that plugged in ``tau2 = 0`` with its Satterthwaite df would act as if the
+    between-cell variance were known to be 0; :func:`_carried` keeps the uncertainty of
+    the total instead.
+    """
     u, lev, var = curve.u, curve.level, curve.var
+    robust = between_cell_variance(u, lev, var, breaks, smooth.values)
+    if math.isfinite(robust[0]) and robust[1] >= 4:
+        return _carried(*robust, float(np.median(var)))
     keep = np.r_[0:start, end + 1:u.size]
-    leave_out = between_cell_variance(u[keep], lev[keep], var[keep])
-    return leave_out if math.isfinite(leave_out[0]) else prior
+    lack_of_fit = _flank_lack_of_fit(u[keep], lev[keep], var[keep])
+    if lack_of_fit is not None:
+        return _carried(*lack_of_fit)
+    return _carried(*fallback, float(np.median(var)))
+
+
+def _flank_lack_of_fit(u: np.ndarray, level: np.ndarray, var: np.ndarray
+                       ) -> tuple[float, float, float] | None:
+    """``(tau2, df, sampling)`` from an ordinary least-squares polynomial through the
+    cells, or ``None`` without a residual degree of freedom.
+
+    The degree is :func:`regimes.changepoints.default_degree` lowered until each
+    coefficient has four cells (a line below 8 cells). With hat values :math:`h_i`,
+    :math:`E[\\mathrm{RSS}] = \\sum_i (1 - h_i)(v_i + \\tau^2)`, so
+    :math:`\\hat\\tau^2 = \\max(0, (\\mathrm{RSS} - \\sum_i (1 - h_i) v_i) / (n - p))` with
+    :math:`n - p` degrees of freedom; ``sampling`` is :math:`\\sum_i (1-h_i) v_i/(n-p)`.
+    """
+    n = u.size
+    degree = default_degree(n)
+    while degree > 1 and n < 4 * (degree + 1):
+        degree -= 1
+    p = degree + 1
+    if n - p < 1:
+        return None
+    spread = float(np.ptp(u)) or 1.0
+    design = np.vander((u - u.mean()) / spread, p, increasing=True)
+    q, _ = np.linalg.qr(design)
+    residual = level - q @ (q.T @ level)
+    free = 1.0 - np.sum(q**2, axis=1)
+    sampling = float(free @ var) / (n - p)
+    return max(0.0, float(residual @ residual) / (n - p) - sampling), float(n - p), sampling
+
+
+def _carried(tau2: float, df: float, sampling: float) -> tuple[float, float]:
+    """``(tau2, df)`` for :func:`regimes.intervals.contrast_test` that carries the
+    uncertainty of the estimated *total* :math:`s^2 = \\tau^2 + v`.
+
+    :math:`\\hat\\tau^2 = s^2 - v` varies as :math:`s^2` does, :math:`2 s^4 / d`, so its
+    Satterthwaite df is :math:`d\\,(\\hat\\tau^2 / s^2)^2`; at :math:`\\hat\\tau^2 = 0` a
+    vanishing floor keeps that term, whose share of the contrast's variance
+    does not depend on the floor.
+    """
+    total = tau2 + sampling
+    if not (math.isfinite(total) and total > 0 and df > 0):
+        return max(0.0, tau2), df
+    tau2 = max(tau2, 1e-9 * total)
+    return tau2, df * (tau2 / total) ** 2
 
 
 def interval_trends(
     curve: Curve, total_var: np.ndarray, intervals: Sequence[tuple[int, int]],
 ) -> list[tuple[list[int], SmoothTrend]]:
-    """Breaks and smooth trend for testing each interval (cell indices) of one curve.
-
-    Each trend is the curve's polynomial (degree as :func:`regimes.changepoints.level_trend`
-    picks it) plus a free level shift at each of the interval's breaks, fitted by weighted
-    least squares with the robust weights of one biweight fit of the whole curve (a
-    one-step M-estimator). Cells that a hiccup or another anomaly pushed off the trend are
-    down-weighted once; the interval's own level is absorbed by its shifts, so it bends
-    nothing. Linear in the levels given those weights, so its uncertainty carries into
-    every contrast.
-
-    Written here rather than calling ``level_trend`` per interval: the fits of all
-    intervals of a curve are one stacked pseudo-inverse, where a robust refit of each of
-    the ``T^2 / 2`` intervals would cost a few milliseconds apiece.
-    """
-    u, t = curve.u, curve.u.size
-    centre, spread = float(u.mean()), float(np.ptp(u)) or 1.0
-    pilot_degree = default_degree(t)
-    while pilot_degree > 1 and t < 4 * (pilot_degree + 1):
-        pilot_degree -= 1
-    pilot = np.column_stack([np.ones(t), _power_basis(u, centre, spread, pilot_degree)])
-    sw = np.sqrt(_biweight_wls(pilot, curve.level, total_var)[1])
-    framed = [interval_segments(start, end, t)[0] for start, end in intervals]
-    out: list[tuple[list[int], SmoothTrend] | None] = [None] * len(framed)
-    for n_breaks in sorted({len(b) for b in framed}):
-        members = [k for k, b in enumerate(framed) if len(b) == n_breaks]
-        degree = default_degree(t)
-        while degree > 1 and t - n_breaks < 4 * (degree + 1):
-            degree -= 1
-        poly = np.column_stack([np.ones(t), _power_basis(u, centre, spread, degree)])
-        design = np.repeat(np.hstack([poly, np.zeros((t, n_breaks))])[None], len(members), axis=0)
-        for row, k in enumerate(members):
-            for j, b in enumerate(framed[k]):
-                design[row, b:, degree + 1 + j] = 1.0
-        coef_maps = (np.linalg.pinv(design * sw[None, :, None]) * sw)[:, : degree + 1]
-        values = poly @ (coef_maps @ curve.level).T
-        for row, k in enumerate(members):
-            out[k] = (framed[k], SmoothTrend(values=values[:, row], basis=poly,
-                                             coef_map=coef_maps[row]))
-    return out  # type: ignore[return-value]
+    """Breaks (:func:`interval_segments`) and smooth trend for testing each interval
+    (cell indices) of one curve: the curve's robust polynomial with a free level shift at
+    each of the interval's breaks (:func:`regimes.changepoints.level_trends`, all
+    intervals in one batch)."""
+    framed = [interval_segments(start, end, curve.u.size)[0] for start, end in intervals]
+    k = len(framed)
+    trends = level_trends(np.tile(curve.u, (k, 1)), np.tile(curve.level, (k, 1)),
+                          np.tile(total_var, (k, 1)), framed)
+    return list(zip(framed, trends))
 
 
 def scan_intervals(
@@ -195,11 +238,19 @@ def scan_intervals(
     level: float = 0.95,
 ) -> list[IntervalTests]:
     """Test each interval ``(start, end)`` (cell indices) of one curve against its flank
-    trend; one :class:`~regimes.intervals.IntervalTests` of one row per interval."""
+    trend; one :class:`~regimes.intervals.IntervalTests` of one row per interval.
+
+    ``p_value`` is Bonferroni-adjusted for a scan over every interval of the grid that
+    :func:`flank_support` admits: whatever rule picks one of them from the same data,
+    the adjusted p-value stays valid, and intervals that are never tested cost nothing.
+    """
     t = curve.u.size
     for start, end in intervals:
         if start == 0 and end == t - 1:
             raise ValueError("the interval covers the whole grid: no flank to compare with")
+    # test_intervals adjusts for all T(T+1)/2 - 1 intervals of the grid; rescaled to
+    # the supported ones where that adjustment did not cap the p-value at 1.
+    family = len(supported_intervals(t)) / max(1, t * (t + 1) // 2 - 1)
     out = []
     for (start, end), (breaks, smooth) in zip(
         intervals, interval_trends(curve, curve.var + prior_tau[0], intervals)
@@ -208,8 +259,10 @@ def scan_intervals(
         est = CurveEstimates(curve.u, curve.level, curve.var, curve.df, *tau)
         edges = [0, *breaks, t]
         segments = (start, end, edges.index(start), edges.index(end + 1) - 1)
-        out.append(test_intervals(est, [segments], breaks, smooth=smooth,
-                                  direction=direction, level=level))
+        tests = test_intervals(est, [segments], breaks, smooth=smooth, direction=direction,
+                               level=level)
+        p_value = np.where(tests.p_value < 1.0, tests.p_value * min(1.0, family), 1.0)
+        out.append(replace(tests, p_value=p_value))
     return out
 
 

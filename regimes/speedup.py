@@ -45,8 +45,8 @@ from .detect import MIN_CELLS, _benjamini_hochberg, _prepare
 from .flank_test import (
     Curve,
     curve_from_levels,
-    flank_support,
     scan_intervals,
+    supported_intervals,
     whole_curve_taus,
 )
 from .intervals import ContrastResults, cell_levels, select_non_overlapping
@@ -332,9 +332,7 @@ def _scan_down(curve: Curve, prior_tau: tuple[float, float], level: float
                ) -> dict[str, np.ndarray] | None:
     """Every interval of one curve with enough flank support
     (:func:`regimes.flank_test.flank_support`), tested downwards; ``None`` when none has."""
-    t = curve.x.size
-    intervals = [(start, end) for start in range(t) for end in range(start, t)
-                 if flank_support(start, end, t) is None]
+    intervals = supported_intervals(curve.x.size)
     if not intervals:
         return None
     tests = scan_intervals(curve, intervals, prior_tau, direction="down", level=level)
