@@ -15,6 +15,14 @@ with :math:`\\tilde Q_t` the cell median and :math:`\\hat\\ell_Q(t)` the trend. 
 of the excess that decode carries is :math:`E_D / (E_P + E_D)`; ``unattributed`` is
 :math:`E_Y - E_P - E_D`, time outside both phases (a per-step device sync, tokenisation).
 
+A share is a ratio whose denominator is the phases' total excess :math:`E_P + E_D`; where
+that total could be 0, the share and its interval run off to any value. So
+``decode_share`` is reported only when the total is significantly away from 0: its
+percentile interval at ``level`` excludes 0 (lies above it, for a slowdown). Otherwise
+the share and its interval are null and ``decode_share_note`` says why. When reported,
+the share's interval is taken over the replicates whose total has the sign of the
+estimate (all but at most :math:`(1 - \\text{level})/2` of them).
+
 Intervals come from the bootstrap: every cell's trials are resampled (sessions first,
 :mod:`regimes.resample`), *paired* across ``P``, ``D`` and ``Y`` so that the phases'
 dependence carries over; the trend line's weights stay fixed and it is refitted on
@@ -41,6 +49,18 @@ __all__ = ["PhaseAttribution", "attribute_phases"]
 PHASES = ("prefill_s", "decode_s")
 FLANK = (3, 8)
 
+_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "n_cells": pl.Int64(), "n_uninstrumented": pl.Int64(),
+    **{f"{phase}_{stat}": pl.Float64() for phase in ("latency", "prefill", "decode")
+       for stat in ("excess_s", "low", "high", "ratio", "p_value")
+       if not (phase == "latency" and stat == "p_value")},
+    **{c: pl.Float64() for c in ("phases_excess_s", "phases_low", "phases_high", "decode_share",
+                                 "decode_share_low", "decode_share_high")},
+    "decode_share_note": pl.String(), "unattributed_s": pl.Float64(),
+}
+"""Columns of :attr:`PhaseAttribution.phases` after the group columns and the anomaly's
+``anomaly``, ``start`` and ``end``."""
+
 
 @dataclass(frozen=True)
 class PhaseAttribution:
@@ -51,8 +71,11 @@ class PhaseAttribution:
     split); for ``latency``, ``prefill`` and ``decode``: ``*_excess_s`` (mean excess
     seconds per trial over the trend) with ``*_low`` / ``*_high`` and ``*_ratio`` (cell
     median over trend, averaged over the interval); ``prefill_p_value`` and
-    ``decode_p_value`` (one-sided, excess > 0); ``decode_share`` with
-    ``decode_share_low`` / ``decode_share_high``; ``unattributed_s``.
+    ``decode_p_value`` (one-sided, excess > 0); ``phases_excess_s`` (prefill plus
+    decode) with ``phases_low`` / ``phases_high``; ``decode_share`` with
+    ``decode_share_low`` / ``decode_share_high``, null unless the phases' total excess is
+    significantly away from 0, and ``decode_share_note`` saying why when null;
+    ``unattributed_s``.
     """
 
     phases: pl.DataFrame
@@ -71,11 +94,13 @@ class PhaseAttribution:
             return (f"{name} {row[f'{name}_excess_s']:+.4g} s [{row[f'{name}_low']:+.4g}, "
                     f"{row[f'{name}_high']:+.4g}] (x{row[f'{name}_ratio']:.3g})")
 
+        share = (f"decode carries {100 * row['decode_share']:.0f}% "
+                 f"[{100 * row['decode_share_low']:.0f}%, {100 * row['decode_share_high']:.0f}%]"
+                 if row["decode_share"] is not None else
+                 f"decode share not reported: {row['decode_share_note']}")
         return (
             f"[{row['start']}, {row['end']}] {group_label(row, self.group_columns)}: "
-            f"{part('latency')}; {part('prefill')}; {part('decode')}; decode carries "
-            f"{100 * row['decode_share']:.0f}% [{100 * row['decode_share_low']:.0f}%, "
-            f"{100 * row['decode_share_high']:.0f}%]"
+            f"{part('latency')}; {part('prefill')}; {part('decode')}; {share}"
         )
 
     def __repr__(self) -> str:
@@ -185,9 +210,6 @@ def _attribute_group(
             excess.append(sample[0])
             ratio.append(sample[1])
             draws.append(boot[0])
-        latency, prefill, decode = draws
-        share = _share(excess[1], excess[2])
-        share_draws = _share(prefill, decode)
         row = {c: anomaly[c] for c in [*source.group_columns, "anomaly", "start", "end"]}
         row |= {"n_cells": int(inside.size), "n_uninstrumented": rows.height - measured.height}
         for name, point, boot, r in zip(("latency", "prefill", "decode"), excess, draws, ratio):
@@ -196,12 +218,11 @@ def _attribute_group(
                     f"{name}_high": float(high), f"{name}_ratio": float(r)}
             if name != "latency":
                 row[f"{name}_p_value"] = float((1 + np.sum(boot <= 0)) / (boot.size + 1))
-        low, high = np.nanquantile(share_draws, tails)
-        row |= {"decode_share": float(share), "decode_share_low": float(low),
-                "decode_share_high": float(high),
-                "unattributed_s": float(excess[0] - excess[1] - excess[2])}
+        row |= _decode_share(excess[1], excess[2], draws[1], draws[2], tails)
+        row["unattributed_s"] = float(excess[0] - excess[1] - excess[2])
         out.append(row)
-    return pl.DataFrame(out)
+    keys = [*source.group_columns, "anomaly", "start", "end"]
+    return pl.DataFrame(out, schema={**{c: anomalies.schema[c] for c in keys}, **_RESULT_SCHEMA})
 
 
 def _excess(medians: np.ndarray, at: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -215,18 +236,28 @@ def _excess(medians: np.ndarray, at: np.ndarray, inside: np.ndarray) -> tuple[np
     return (observed - trend).mean(axis=0), (observed / trend).mean(axis=0)
 
 
-def _share(prefill: np.ndarray | float, decode: np.ndarray | float) -> np.ndarray:
-    total = np.asarray(prefill) + np.asarray(decode)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(total != 0, np.asarray(decode) / total, np.nan)
+def _decode_share(prefill: float, decode: float, prefill_draws: np.ndarray,
+                  decode_draws: np.ndarray, tails: list[float]) -> dict[str, Any]:
+    """The phases' total excess with its interval, and decode's share of it when that
+    total is significantly away from 0 (see the module docstring)."""
+    total, total_draws = prefill + decode, prefill_draws + decode_draws
+    low, high = np.quantile(total_draws, tails)
+    out: dict[str, Any] = {"phases_excess_s": float(total), "phases_low": float(low),
+                           "phases_high": float(high)}
+    if low > 0 or high < 0:
+        side = np.sign(total_draws) == np.sign(total)
+        share_low, share_high = np.quantile(decode_draws[side] / total_draws[side], tails)
+        return out | {"decode_share": float(decode / total), "decode_share_low": float(share_low),
+                      "decode_share_high": float(share_high), "decode_share_note": None}
+    return out | {
+        "decode_share": None, "decode_share_low": None, "decode_share_high": None,
+        "decode_share_note": (
+            f"the phases' total excess {total:+.3g} s [{low:+.3g}, {high:+.3g}] is not "
+            "significantly away from 0, so a share of it is undefined"),
+    }
 
 
 def _empty(source: AnomalyInput) -> pl.DataFrame:
     base = source.anomalies.select([*source.group_columns, "anomaly", "start", "end"])
-    names = ["n_cells", "n_uninstrumented"]
-    floats = [f"{p}_{s}" for p in ("latency", "prefill", "decode")
-              for s in ("excess_s", "low", "high", "ratio")]
-    floats += ["prefill_p_value", "decode_p_value", "decode_share", "decode_share_low",
-               "decode_share_high", "unattributed_s"]
-    return base.with_columns(*[pl.lit(None, dtype=pl.Int64).alias(c) for c in names],
-                             *[pl.lit(None, dtype=pl.Float64).alias(c) for c in floats])
+    return base.with_columns(*[pl.lit(None, dtype=dtype).alias(c)
+                               for c, dtype in _RESULT_SCHEMA.items()])

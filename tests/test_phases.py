@@ -4,6 +4,7 @@ The instrumented sweeps here are synthetic (seeded): prefill a constant 30 ms, d
 4 ms per token, and a 4x decode spike or a 6x prefill spike over budgets 448..576.
 """
 
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -71,6 +72,32 @@ def test_prefill_spike_is_carried_by_prefill():
     assert row["prefill_low"] > 0.1 and row["prefill_p_value"] < 0.01
     assert row["decode_low"] < 0 < row["decode_high"]
     assert row["decode_share_low"] < 0.5
+
+
+def test_share_of_no_phase_excess_is_null_with_the_reason():
+    """The latency spikes outside both phases (say a per-step sync): the phases' total
+    excess is about 0, and a share of it would be noise divided by noise."""
+    df = instrumented_sweep("neither", seed=2)
+    inside = pl.col("budget").is_between(*SPIKE)
+    df = df.with_columns(pl.when(inside).then(pl.col("latency_s") * 3).otherwise(pl.col("latency_s"))
+                         .alias("latency_s"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = attribute_phases(df, spike_report("synthetic-neither"), n_boot=1000)
+    row = result.phases.row(0, named=True)
+    assert row["latency_low"] > 0
+    assert row["phases_low"] < 0 < row["phases_high"]
+    assert row["decode_share"] is None and row["decode_share_low"] is None
+    assert "not significantly away from 0" in row["decode_share_note"]
+    assert row["unattributed_s"] > 0.5 * row["latency_excess_s"]
+    assert "decode share not reported" in result.summary()
+    assert result.phases.schema["decode_share"] == pl.Float64
+
+
+def test_reported_share_has_no_note(decode_case):
+    row = decode_case[2].phases.row(0, named=True)
+    assert row["decode_share_note"] is None and row["phases_low"] > 0
+    assert row["phases_excess_s"] == pytest.approx(row["prefill_excess_s"] + row["decode_excess_s"])
 
 
 def test_scaling_all_times_scales_the_excess_not_the_share(decode_case):
