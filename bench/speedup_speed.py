@@ -1,0 +1,96 @@
+"""Speed of ``cache_speedup`` and how it grows with the grid.
+
+``cache_speedup`` tests every interval of each speedup curve that has enough flank
+support: about ``T^2 / 2`` intervals on a grid of ``T`` budgets, each with its own robust
+trend (level shifts at its boundaries), between-cell variance and gated test. Printed,
+each the median of ``--repeats`` runs in this process:
+
+* the committed real CUDA run (gpt2 on an H200, 32 budgets, cache on and off):
+  ``cache_speedup`` with its default 2,000 bootstrap resamples, and the interval scan
+  alone;
+* one synthetic curve pair (5 trials per cell) at 8 to 128 budgets: time, intervals
+  tested, and time per interval, which says whether the cost grows as ``T^2``;
+* the baseline in the same run: the same scan with each interval's trend fitted by its
+  own :func:`regimes.changepoints.level_trend` call instead of one batch, and the ratio.
+
+Run: ``python bench/speedup_speed.py [--repeats 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import polars as pl
+
+import regimes
+import regimes.flank_test as flank_test
+from regimes import RegimesWarning
+from regimes.changepoints import level_trend
+from regimes.simulate import simulate_sweep
+from regimes.speedup import cache_speedup
+
+REAL_RUN = Path(__file__).resolve().parents[1] / "examples" / "data" / "cuda-h200-gpt2"
+
+
+def median_time(call, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def synthetic_pair(n_budgets: int) -> pl.DataFrame:
+    """One synthetic model measured with the cache on and off (smooth speedup)."""
+    grid = dict(n_budgets=n_budgets, budget_step=16, trials=5, cv=0.1, seed=1)
+    on = simulate_sweep(1, per_token_s=0.004, **grid).trials
+    off = simulate_sweep(1, per_token_s=0.02, trend="quadratic", **grid).trials
+    return pl.concat([on, off.with_columns(pl.lit(False).alias("use_cache"),
+                                           pl.col("session") + 1)])
+
+
+def one_by_one(curve, total_var, intervals):
+    """The baseline: one robust trend fit per interval."""
+    out = []
+    for start, end in intervals:
+        breaks = flank_test.interval_segments(start, end, curve.u.size)[0]
+        out.append((breaks, level_trend(curve.u, curve.level, total_var, breaks)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", RegimesWarning)
+    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+          f"median of {args.repeats} runs")
+    real = regimes.load(REAL_RUN)
+    cache_speedup(real, n_boot=50)  # imports and first-call set-up out of the timings
+    print(f"real CUDA run, 32 budgets: cache_speedup {median_time(lambda: cache_speedup(real), args.repeats):.3f} s"
+          f" (n_boot=2000); with n_boot=1 (the scan and cell levels) "
+          f"{median_time(lambda: cache_speedup(real, n_boot=1), args.repeats):.3f} s")
+    print(f"{'budgets':>8} {'intervals':>10} {'seconds':>9} {'ms/interval':>12} "
+          f"{'one-by-one s':>13} {'ratio':>6}")
+    batched = flank_test.interval_trends
+    for n_budgets in (8, 16, 32, 64, 128):
+        df = synthetic_pair(n_budgets)
+        n_intervals = len(flank_test.supported_intervals(n_budgets))
+        fast = median_time(lambda: cache_speedup(df, n_boot=1), args.repeats)
+        flank_test.interval_trends = one_by_one
+        try:
+            slow = median_time(lambda: cache_speedup(df, n_boot=1), max(1, args.repeats // 2))
+        finally:
+            flank_test.interval_trends = batched
+        print(f"{n_budgets:>8} {n_intervals:>10} {fast:>9.3f} {1e3 * fast / max(1, n_intervals):>12.3f} "
+              f"{slow:>13.3f} {slow / fast:>6.1f}")
+
+
+if __name__ == "__main__":
+    main()
