@@ -17,9 +17,14 @@ an anomaly's interval carried over to another backend's curve
   extrapolation.
 * **between-cell variance.** See :func:`interval_tau`.
 
-The returned estimate, standard error and df are those of the plain contrast (the log
-ratio of the interval's level over the flank trend); ``p_value`` is the scan-adjusted,
-gated one of ``test_intervals``, valid when the interval was picked from the same data.
+* **support.** A trend needs cells to stand on (:func:`flank_support`); a scan tests
+  only the intervals that have them (:func:`supported_intervals`).
+
+The returned estimate, standard error and df are those of the contrast (the log ratio
+of the interval's level over the flank trend, the trend's uncertainty included);
+``p_value`` is the gated one of ``test_intervals``, Bonferroni-adjusted for the scan over
+the supported intervals of the grid, valid when the interval was picked from the same
+data.
 """
 
 from __future__ import annotations

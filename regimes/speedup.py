@@ -23,9 +23,10 @@ call. Every interval with enough flank support is a candidate
 (:func:`regimes.flank_test.flank_support`: two cells a side for an interior interval,
 three for one that touches an end of the grid and is no longer than its flank), its
 trend carries its own uncertainty into the ratio's interval, and the between-cell
-variance is estimated with the tested interval left out, so that short grids work (see
-:func:`_find_collapses`). A trend is never drawn from a single cell, nor extrapolated
-beyond the cells that support it.
+variance comes from the cells around the interval's own trend, with its uncertainty
+carried even where it is estimated as 0 (:func:`regimes.flank_test.interval_tau`), so
+that short grids stay calibrated (see :func:`_find_collapses`). A trend is never drawn
+from a single cell, nor extrapolated beyond the cells that support it.
 """
 
 from __future__ import annotations
@@ -274,9 +275,9 @@ def _find_collapses(
     grids (6 budgets in the published table):
 
     * every interval with enough flank support is a candidate, framed by
-      :mod:`regimes.flank_test`, not only runs of segments. The scan adjustment
-      already covers every interval of the grid, so this costs no validity, and a
-      segmentation would need the between-cell variance first;
+      :mod:`regimes.flank_test`, not only runs of segments. Its p-value is adjusted for
+      the scan over all of them, so this costs no validity, and a segmentation would
+      need the between-cell variance first;
     * Benjamini-Hochberg runs over each curve's greedy non-overlapping choice, not over
       every overlapping variant of one dip (see :func:`_choose` for the order).
     """
