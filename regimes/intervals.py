@@ -452,16 +452,26 @@ def contrast_test(
 # ---------------------------------------------------------------------------------------
 
 
+MIN_EDGE_FLANK = 3
+"""Flank cells an interval touching an end of the grid needs on its one side."""
+
+
 def candidate_intervals(
     n_cells: int, breaks: Sequence[int], max_segments: int = 25, max_candidates: int = 2000,
+    min_edge_flank: int = MIN_EDGE_FLANK,
 ) -> list[tuple[int, int, int, int]]:
     """Runs of consecutive segments, as ``(start, end, first_segment, last_segment)``.
 
     ``breaks`` are the indices where a new segment starts (sorted, in ``1..n_cells-1``).
-    Every run of at most ``max_segments`` segments is a candidate except the whole grid
-    and single cells at either end of it (see :func:`test_intervals`); with many
-    segments runs are shortened to keep about ``max_candidates``. The scan adjustment
-    of :func:`test_intervals` covers every interval, so this changes power, not validity.
+    Every run of at most ``max_segments`` segments is a candidate except the whole grid,
+    single cells at either end of it (see :func:`test_intervals`), and runs touching an
+    end whose one flank has fewer than ``min_edge_flank`` cells: their trend would be
+    drawn from one side only, and one or two cells cannot tell a level from a
+    curvature the smooth trend misses (a quadratic cost read on a log axis bends; a
+    step "after" one cell is then an artefact of the fit). Such a shift is still
+    reported as a change point. With many segments runs are shortened to keep about
+    ``max_candidates``. The scan adjustment of :func:`test_intervals` covers every
+    interval, so this changes power, not validity.
     """
     edges = [0, *[int(b) for b in breaks], n_cells]
     n_seg = len(edges) - 1
@@ -473,6 +483,8 @@ def candidate_intervals(
             start, end = edges[a], edges[b + 1] - 1
             at_edge = start == 0 or end == n_cells - 1
             if (a == 0 and b == n_seg - 1) or (at_edge and start == end):
+                continue
+            if at_edge and (start if end == n_cells - 1 else n_cells - 1 - end) < min_edge_flank:
                 continue
             out.append((start, end, a, b))
     return out
