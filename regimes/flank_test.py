@@ -39,6 +39,7 @@ import polars as pl
 
 from .changepoints import default_degree, level_trends
 from .intervals import (
+    MIN_EDGE_FLANK,
     CurveEstimates,
     IntervalTests,
     SmoothTrend,
@@ -50,7 +51,7 @@ __all__ = ["Curve", "curve_from_levels", "flank_support", "interval_segments",
            "interval_tau", "interval_trends", "scan_intervals", "supported_intervals",
            "test_fixed_interval", "whole_curve_taus"]
 
-EDGE_FLANK = 3
+EDGE_FLANK = MIN_EDGE_FLANK
 """Cells of the one flank an interval touching an end of the grid needs, and the size of
 the grid-end segment its gate tests (``flank[0]`` of :func:`test_intervals`)."""
 
