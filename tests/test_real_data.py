@@ -56,3 +56,31 @@ def test_cuda_latency_grows_with_budget(cuda_run):
     for _, curve in medians.group_by("use_cache"):
         first, last = curve["latency_s"][0], curve["latency_s"][-1]
         assert last > 10 * first  # 512 tokens against 16
+
+
+CPU_RUN = DATA / "cpu-distilgpt2"
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    return regimes.read_run(CPU_RUN)
+
+
+def test_cpu_run_loads_complete_with_provenance(cpu_run):
+    trials = cpu_run.trials
+    assert trials.schema == pl.Schema(regimes.TRIAL_SCHEMA)
+    assert (trials["new_tokens"] == trials["budget"]).all()
+    measured = trials.filter(~pl.col("warmup"))
+    assert measured.group_by("budget", "use_cache").len()["len"].to_list() == [3] * 32
+    assert cpu_run.meta["environment"]["env"]["OMP_NUM_THREADS"] == "1"
+    assert cpu_run.meta["spec"]["models"] == ["distilgpt2"]
+
+
+def test_cpu_latency_stays_smooth_and_the_cache_pays_off_more_with_budget(cpu_run):
+    report = regimes.detect_regimes(cpu_run.trials)
+    assert report.anomalies.height == 0
+    speedup = regimes.cache_speedup(cpu_run.trials)
+    assert speedup.collapses.height == 0
+    by_budget = speedup.speedup.sort("budget")
+    assert (by_budget["ci_low"] > 1).all()
+    assert by_budget["speedup"][-1] > 1.5 * by_budget["speedup"][0]
