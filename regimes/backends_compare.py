@@ -35,7 +35,7 @@ from ._anomalies import group_label, read_report, summary_text
 from .detect import _benjamini_hochberg, _prepare
 from .flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
 from .intervals import cell_levels
-from .schema import RegimesInputError
+from .schema import RegimesInputError, check_fraction
 
 __all__ = ["BackendComparison", "compare_backends"]
 
@@ -107,10 +107,7 @@ def compare_backends(
     (the default). Raises :class:`RegimesInputError` when only one backend is present
     or the report is not grouped by backend.
     """
-    if not 0.0 < alpha < 1.0:
-        raise RegimesInputError(f"alpha must lie in (0, 1), got {alpha}")
-    if not 0.0 < level < 1.0:
-        raise RegimesInputError(f"level must lie in (0, 1), got {level}")
+    check_fraction(alpha=alpha, level=level)
     columns = [str(c) for c in getattr(df, "columns", [])]
     source = read_report(report, columns)
     if "backend" not in source.group_columns:

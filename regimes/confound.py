@@ -41,7 +41,7 @@ import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 
 from ._anomalies import AnomalyInput, group_label, read_report, summary_text
-from .schema import RegimesInputError, validate_trials
+from .schema import RegimesInputError, check_fraction, validate_trials
 
 __all__ = ["MemoryConfound", "memory_confound"]
 
@@ -117,8 +117,7 @@ def memory_confound(
     Raises :class:`RegimesInputError` when the memory column is missing, not numeric, or
     null in every row of a group that has an anomaly.
     """
-    if not 0 < alpha < 1:
-        raise RegimesInputError(f"alpha must lie in (0, 1), got {alpha}")
+    check_fraction(alpha=alpha)
     if cov_type not in _COV_TYPES:
         raise RegimesInputError(f"cov_type must be one of {_COV_TYPES}, got {cov_type!r}")
     source = read_report(report, _columns(df))

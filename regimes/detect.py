@@ -45,6 +45,7 @@ from .intervals import (
     test_intervals,
 )
 from .schema import (
+    check_fraction,
     RegimesInputError,
     RegimesWarning,
     present_case_columns,
@@ -326,14 +327,11 @@ def detect_regimes(
     (an error when no group has 3). Every cell with a single trial, or an empty
     table, is an error: replication is what measures the noise.
     """
-    if not 0.0 < alpha < 1.0:
-        raise RegimesInputError(f"alpha must lie in (0, 1), got {alpha}")
+    check_fraction(alpha=alpha, level=level)
     if not (isinstance(min_ratio, (int, float)) and math.isfinite(min_ratio) and min_ratio >= 1.0):
         raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
     if direction not in DIRECTIONS:
         raise RegimesInputError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if not 0.0 < level < 1.0:
-        raise RegimesInputError(f"level must lie in (0, 1), got {level}")
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
         raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
     if not (math.isfinite(penalty) and penalty > 0):

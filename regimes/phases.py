@@ -42,7 +42,7 @@ from ._anomalies import AnomalyInput, group_label, read_report, summary_text
 from .detect import _prepare
 from .intervals import cell_levels, trend_contrast
 from .resample import cell_replicates
-from .schema import RegimesInputError
+from .schema import RegimesInputError, check_fraction
 
 __all__ = ["PhaseAttribution", "attribute_phases"]
 
@@ -124,8 +124,7 @@ def attribute_phases(
     Raises :class:`RegimesInputError` when the table has no phase split at all, or
     none in a group that has an anomaly.
     """
-    if not 0.0 < level < 1.0:
-        raise RegimesInputError(f"level must lie in (0, 1), got {level}")
+    check_fraction(level=level)
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
         raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
     columns = [str(c) for c in getattr(df, "columns", [])]

@@ -212,6 +212,14 @@ def validate_trials(
     return frame
 
 
+def check_fraction(**values: float) -> None:
+    """Raise :class:`RegimesInputError` unless every named value lies in (0, 1)
+    (``alpha``, ``level`` and the like)."""
+    for name, value in values.items():
+        if not 0.0 < value < 1.0:
+            raise RegimesInputError(f"{name} must lie in (0, 1), got {value}")
+
+
 def present_case_columns(
     df: pl.DataFrame, candidates: Iterable[str] = CASE_COLUMNS, exclude: Iterable[str] = ()
 ) -> list[str]:

@@ -52,7 +52,7 @@ from .flank_test import (
 )
 from .intervals import ContrastResults, cell_levels, select_non_overlapping
 from .resample import cell_replicates
-from .schema import RegimesInputError, RegimesWarning
+from .schema import RegimesInputError, RegimesWarning, check_fraction
 
 __all__ = ["SpeedupResult", "cache_speedup"]
 
@@ -149,12 +149,9 @@ def cache_speedup(
     Raises :class:`RegimesInputError` when there are no cache-off rows, no cache-on rows,
     or no ``x`` measured both ways in any group.
     """
-    if not 0.0 < alpha < 1.0:
-        raise RegimesInputError(f"alpha must lie in (0, 1), got {alpha}")
+    check_fraction(alpha=alpha, level=level)
     if not (isinstance(min_ratio, (int, float)) and math.isfinite(min_ratio) and min_ratio >= 1.0):
         raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
-    if not 0.0 < level < 1.0:
-        raise RegimesInputError(f"level must lie in (0, 1), got {level}")
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
         raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
     columns = [str(c) for c in getattr(df, "columns", [])]
