@@ -36,8 +36,9 @@ def register(subparsers: Any) -> None:
     collect.add_argument("-o", "--output", type=Path, default=None, metavar="RUN_DIR",
                          help="run directory to create or resume (default: runs/<spec name>)")
     collect.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                         help="stop cleanly after the trial in flight once the sweep has run "
-                         "S seconds; exit status 3, rerun the same command to continue")
+                         help="stop cleanly after the trial in flight (and after the first measured "
+                         "trial of a case being warmed up) once the sweep has run S seconds; "
+                         "exit status 3, rerun the same command to continue")
     collect.add_argument("--no-compact", action="store_true",
                          help="keep one parquet part per trial instead of merging them at the end")
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

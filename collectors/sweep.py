@@ -3,21 +3,29 @@
 Schedule. Within a session the cases are grouped by what must be loaded, the
 (model, backend, dtype) triple, so each model is built once per session and freed
 before the next (memory stays bounded by one model). Group order is shuffled per
-session. Inside a group, the warm-ups run first, then ``trials`` rounds; round
-:math:`r` runs trial :math:`r` of every case of the group in a fresh random
-permutation. Each budget is therefore measured once per round, spread over the whole
-time the group runs, so a slow drift (thermal throttling, a background job) adds noise
-to every budget alike instead of masquerading as a budget effect. The permutations come
-from ``numpy.random.default_rng((seed, session))``: the same spec gives the same order.
+session. Inside a group run ``trials`` rounds; round :math:`r` runs trial :math:`r` of
+every case of the group in a fresh random permutation. Each budget is therefore
+measured once per round, spread over the whole time the group runs, so a slow drift
+(thermal throttling, a background job) adds noise to every budget alike instead of
+masquerading as a budget effect. The permutations come from
+``numpy.random.default_rng((seed, session))``: the same spec gives the same order.
+
+Warm-ups are lazy: in each process, a case's ``warmup`` warm-up generations run
+immediately before that case's first measured trial in that process (so, in a fresh
+session, inside round 0 just before the case's turn). A sliced or interrupted process
+has therefore warmed only the cases it measured, and a process that resumes warms
+only the cases it reaches, instead of paying every case's warm-ups up front. A
+``max_seconds`` deadline never falls between a case's warm-ups and its first measured
+trial (it would waste them); a slice overruns by at most that many generations.
 
 Crash safety. Each finished generation is written as its own atomic parquet part
 (:class:`regimes.io.RunWriter`) before the next starts, so a crash, a kill or a power
 loss costs at most the generation in flight. A rerun with the same spec and directory
-resumes: the full schedule is rebuilt and filtered down to the (case, session, trial)
-keys not yet on disk; warm-ups are repeated for every case with trials left in a
-session (the process state they warmed is gone), numbered after the warm-ups already
-stored so that no key repeats. SIGINT and SIGTERM stop the sweep between parts, never
-inside one.
+resumes: the measured schedule is rebuilt and filtered down to the (case, session,
+trial) keys not yet on disk, and each case left is warmed again before its first
+remaining trial (the process state it was warmed in is gone), its warm-ups numbered
+after those already stored so that no key repeats; ``order`` continues after the
+largest stored. SIGINT and SIGTERM stop the sweep between parts, never inside one.
 
 Failures. A case that raises (out of memory, a dtype the device lacks, a
 :class:`~collectors.engines.BudgetMismatch`) is recorded in the ``errors`` table with
@@ -79,6 +87,10 @@ EXIT_CODES: dict[str, int] = {"complete": 0, "failed": 1, "incomplete": 3, "inte
 _CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
 """Case columns, in the order they lead :data:`regimes.io.TRIAL_KEY`."""
 
+_DEADLINE = "deadline"
+"""The stop reason of a sliced sweep (``max_seconds``); the only one that waits for a
+case's warm-ups to reach its first measured trial."""
+
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
 
@@ -104,23 +116,44 @@ class ScheduledTrial:
                 self.session, self.trial, self.warmup)
 
 
-def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
-    """The full execution order of one session (see the module docstring).
-
-    Deterministic in ``(spec.seed, session)``.
-    """
+def _measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
+    """The measured trials of one session in execution order (groups, then rounds)."""
     rng = np.random.default_rng((spec.seed, session))
     cases = spec.cases()
     groups = [list(g) for _, g in itertools.groupby(cases, key=lambda c: c.load_key)]
     order: list[ScheduledTrial] = []
     for g in rng.permutation(len(groups)):
         group = groups[g]
-        for warmup, rounds in ((True, spec.warmup), (False, spec.trials)):
-            for r in range(rounds):
-                order.extend(
-                    ScheduledTrial(group[i], session, r, warmup) for i in rng.permutation(len(group))
-                )
+        for r in range(spec.trials):
+            order.extend(ScheduledTrial(group[i], session, r, False) for i in rng.permutation(len(group)))
     return order
+
+
+def _with_lazy_warmups(measured: list[ScheduledTrial], warmup: int,
+                       warmups_stored: dict[tuple[Case, int], int]) -> list[ScheduledTrial]:
+    """Put each case's ``warmup`` warm-ups immediately before its first trial in ``measured``.
+
+    Warm-up numbers continue after the ``warmups_stored`` ones of that (case, session),
+    so that no key repeats across resumes.
+    """
+    plan: list[ScheduledTrial] = []
+    warmed: set[Case] = set()
+    for t in measured:
+        if t.case not in warmed:
+            warmed.add(t.case)
+            first = warmups_stored.get((t.case, t.session), 0)
+            plan.extend(ScheduledTrial(t.case, t.session, first + w, True) for w in range(warmup))
+        plan.append(t)
+    return plan
+
+
+def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
+    """The full execution order of one session (see the module docstring).
+
+    Deterministic in ``(spec.seed, session)``: the warm-ups draw no random numbers, so
+    the measured order does not depend on ``spec.warmup``.
+    """
+    return _with_lazy_warmups(_measured_order(spec, session), spec.warmup, {})
 
 
 @dataclass(frozen=True)
@@ -156,25 +189,19 @@ class RunState:
 
 
 def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[ScheduledTrial]:
-    """The part of :func:`schedule` still to run, given what ``state`` holds.
+    """What a process starting ``session`` now runs, given what ``state`` holds.
 
-    Measured trials already stored, and every trial of a case that failed in this
-    session, are dropped. Warm-ups are kept only for cases with measured trials left,
-    renumbered after the warm-ups already stored for that (case, session).
+    The measured order of :func:`schedule`, less the measured trials already stored
+    and every trial of a case that failed in this session; then each case left gets
+    fresh warm-ups immediately before its first remaining trial (whatever an earlier
+    process warmed is gone), numbered after the warm-ups already stored for that
+    (case, session).
     """
-    full = schedule(spec, session)
-    left = {
-        t.case for t in full
-        if not t.warmup and t.key not in state.done and (t.case, session) not in state.failed
-    }
-    plan = []
-    for t in full:
-        if t.case not in left or (not t.warmup and t.key in state.done):
-            continue
-        if t.warmup:
-            t = ScheduledTrial(t.case, session, t.trial + state.warmups_stored.get((t.case, session), 0), True)
-        plan.append(t)
-    return plan
+    left = [
+        t for t in _measured_order(spec, session)
+        if t.key not in state.done and (t.case, session) not in state.failed
+    ]
+    return _with_lazy_warmups(left, spec.warmup, state.warmups_stored)
 
 
 _PROCESS_ID: tuple[int, str] | None = None
@@ -331,12 +358,16 @@ class _SessionRun:
         prompts: dict[int, Any] = {}
         failed: set[Case] = set()
         remaining = Counter(t.case for t in items)
+        warming = False  # the last generation was a warm-up whose case is not yet measured
         for item in items:
             case = item.case
             if case in failed:
                 continue
             reason = self.should_stop()
-            if reason:
+            # A deadline waits for the case being warmed to get its first measured
+            # trial: warm-ups are useless to the next process, so stopping between
+            # them and the trial would throw away the time spent on them.
+            if reason and not (warming and reason == _DEADLINE):
                 self.outcome.stopped = reason
                 return False
             self.emit({"event": "start", "session": self.session, "case": _case_dict(case),
@@ -353,12 +384,14 @@ class _SessionRun:
                 failed.add(case)
                 self.record_errors([case], exc, remaining[case])
             if case in failed:
+                warming = False
                 # Outside the except block, whose traceback still holds the failed
                 # generation's tensors.
                 self.release(backend)
                 continue
             remaining[case] -= 1
             self.write_trial(item, timing, memory)
+            warming = item.warmup
         return True
 
     def write_trial(self, item: ScheduledTrial, timing: engines.TrialTiming, memory: dict[str, int | None]) -> None:
@@ -413,7 +446,8 @@ def run_session(
 
     ``should_stop`` is asked before each generation and each model load; a non-empty
     answer (e.g. ``"deadline"``) ends the session cleanly and is returned in
-    :attr:`SessionOutcome.stopped`. KeyboardInterrupt propagates after the last
+    :attr:`SessionOutcome.stopped`, except that ``"deadline"`` lets a case whose
+    warm-ups have begun run its first measured trial. KeyboardInterrupt propagates after the last
     complete part is on disk.
     """
     state = RunState.read(writer)
@@ -695,7 +729,8 @@ def run_sweep(
 
     Status ``complete`` (every measured trial is on disk or its case failed; the parts
     are then compacted unless ``compact=False``), ``incomplete`` (``max_seconds`` of
-    wall time passed; the trial in flight was finished first), ``interrupted``
+    wall time passed; the trial in flight was finished first, and so was the first
+    measured trial of a case whose warm-ups had begun), ``interrupted``
     (SIGINT/SIGTERM) or ``failed`` (a session process died outside any case).
     Rerunning the same call resumes in every case. ``lock_wait_s`` is how long to wait
     for another process still writing to ``run_dir``.
@@ -721,7 +756,7 @@ def run_sweep(
         sink = _Progress(sum(map(len, plans.values())), progress)
 
         def should_stop() -> str | None:
-            return "deadline" if deadline is not None and time.time() >= deadline else None
+            return _DEADLINE if deadline is not None and time.time() >= deadline else None
 
         status = "complete"
         try:

@@ -7,8 +7,8 @@ of session ``K`` and reports progress as one JSON object per line on its stdout;
 anything else written to stdout (by a library, say) is sent to stderr instead, so the
 parent can trust every line it reads.
 
-Exit status: 0 the session is done, 3 the ``--deadline`` passed (the trial in flight
-was finished first), 130 interrupted, 2 the run directory is unusable. The session
+Exit status: 0 the session is done, 3 the ``--deadline`` passed (the trial in flight,
+and the first measured trial of a case whose warm-ups had begun, were finished first), 130 interrupted, 2 the run directory is unusable. The session
 also stops, as if interrupted, when its parent process is gone.
 """
 
@@ -53,12 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.parent_pid is not None and os.getppid() != args.parent_pid:
             return "orphaned"
         if args.deadline is not None and time.time() >= args.deadline:
-            return "deadline"
+            return DEADLINE
         return None
 
     from regimes.io import RunWriter
 
     from .spec import SweepSpec
+    from .sweep import _DEADLINE as DEADLINE
     from .sweep import EXIT_CODES, run_session
 
     try:

@@ -71,6 +71,14 @@ def assert_every_trial_once(spec: SweepSpec, out: Path) -> pl.DataFrame:
     return df
 
 
+def warmed_but_unmeasured(df: pl.DataFrame) -> list[int]:
+    """Per process and session, how many cases got warm-ups but no measured trial."""
+    by = ["process_id", "session", *TRIAL_KEY[:TRIAL_KEY.index("session")]]
+    cases = df.group_by(by).agg(pl.col("warmup").any().alias("warmed"), (~pl.col("warmup")).any().alias("measured"))
+    stray = cases.group_by("process_id", "session").agg((pl.col("warmed") & ~pl.col("measured")).sum())
+    return stray["warmed"].to_list()
+
+
 def test_collect_tiny_cpu_spec_end_to_end(tmp_path):
     out = tmp_path / "tiny"
     done = run(collect(TINY_CPU, out))
@@ -80,6 +88,7 @@ def test_collect_tiny_cpu_spec_end_to_end(tmp_path):
     spec = SweepSpec.from_toml(TINY_CPU)
     df = assert_every_trial_once(spec, out)
     assert df.filter(pl.col("warmup")).height == len(spec.cases()) * spec.warmup * spec.sessions
+    assert set(warmed_but_unmeasured(df)) == {0}
     assert [len(list((out / t).glob("*.parquet"))) for t in ("trials", "steps", "errors")] == [1, 0, 0]
 
 
@@ -110,6 +119,8 @@ def test_sigint_then_sigkill_then_resume_loses_and_repeats_nothing(tmp_path):
     assert final.returncode == 0, final.stderr
     df = assert_every_trial_once(spec, out)
     assert df["process_id"].n_unique() == 3
+    # warm-ups are lazy: a stopped process warmed at most the case it was stopped in
+    assert max(warmed_but_unmeasured(df)) <= 1
     assert df["order"].n_unique() == df.height
     assert not list(out.glob("*/.*.tmp"))
 

@@ -46,6 +46,9 @@ def tiny(**changes) -> SweepSpec:
     return SweepSpec.from_dict({**TINY, **changes})
 
 
+CASE_COLUMNS = list(TRIAL_KEY[:TRIAL_KEY.index("session")])
+
+
 def measured(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(~pl.col("warmup"))
 
@@ -63,7 +66,7 @@ def assert_complete_once(spec: SweepSpec, df: pl.DataFrame) -> None:
 
 # -- schedule -------------------------------------------------------------------------
 
-def test_schedule_is_interleaved_in_rounds_after_warmups():
+def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     spec = tiny(models=["tiny-gpt2", "tiny-opt"], trials=3, warmup=2)
     order = schedule(spec, 0)
     assert len(order) == spec.trials_per_session()
@@ -74,12 +77,23 @@ def test_schedule_is_interleaved_in_rounds_after_warmups():
     per_group = len(spec.cases()) // len(spec.models)
     for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
         block = order[start:start + per_group * (spec.warmup + spec.trials)]
-        rounds = [block[i:i + per_group] for i in range(0, len(block), per_group)]
-        labels = [(True, w) for w in range(spec.warmup)] + [(False, r) for r in range(spec.trials)]
-        for chunk, (warmup, index) in zip(rounds, labels, strict=True):
-            assert {t.warmup for t in chunk} == {warmup}
-            assert {t.trial for t in chunk} == {index}
+        measured_block = [t for t in block if not t.warmup]
+        rounds = [measured_block[i:i + per_group] for i in range(0, len(measured_block), per_group)]
+        assert len(rounds) == spec.trials
+        for r, chunk in enumerate(rounds):
+            assert {t.trial for t in chunk} == {r}
             assert len({t.case for t in chunk}) == per_group  # every case once per round
+        # each case's warm-ups sit right before its round-0 trial, not at the group's start
+        for i, t in enumerate(block):
+            if not t.warmup and t.trial == 0:
+                before = block[i - spec.warmup:i]
+                assert [(w.case, w.trial, w.warmup) for w in before] == [
+                    (t.case, k, True) for k in range(spec.warmup)]
+        assert sum(t.warmup for t in block) == per_group * spec.warmup
+        assert not block[per_group * spec.warmup - 1].warmup  # warm-ups are not all up front
+    # the warm-up count does not change the measured order
+    assert [t for t in order if not t.warmup] == [
+        t for t in schedule(tiny(models=["tiny-gpt2", "tiny-opt"], trials=3, warmup=0), 0)]
 
 
 def test_schedule_is_shuffled_and_seeded():
@@ -108,6 +122,9 @@ def test_plan_skips_done_and_renumbers_repeated_warmups():
     warm = sorted(t.trial for t in plan if t.warmup and t.case == spec.cases()[2])
     assert warm == [2, 3]  # after the two warm-ups already stored
     assert [t.trial for t in plan if not t.warmup and t.case == spec.cases()[2]] == [1]
+    # the repeated warm-ups come right before that case's first remaining trial
+    at = plan.index(ScheduledTrial(spec.cases()[2], 0, 1, False))
+    assert plan[at - 2:at] == [ScheduledTrial(spec.cases()[2], 0, k, True) for k in (2, 3)]
     assert [t for t in plan if t.case == spec.cases()[3]] == [t for t in full if t.case == spec.cases()[3]]
     # relative order of what is left is the original order
     positions = [full.index(t) for t in plan if not t.warmup]
@@ -147,15 +164,33 @@ def models_device() -> str:
     return get_backend("cpu").device_name()
 
 
-def test_warmups_are_flagged_and_come_first_in_each_session(tiny_run):
+def assert_warmups_are_lazy(df: pl.DataFrame, warmup: int) -> None:
+    """Per process and session: warm-ups only for cases measured there, ``warmup`` of them
+    each, at the ``order`` positions immediately before the case's first measured trial."""
+    by = ["process_id", "session", *CASE_COLUMNS]
+    first = measured(df).group_by(by).agg(pl.col("order").min().alias("first"))
+    warm = df.filter(pl.col("warmup")).group_by(by).agg(pl.col("order").sort().alias("orders"))
+    both = first.join(warm, on=by, how="full", coalesce=True)
+    assert both["first"].null_count() == 0, "a process warmed a case it never measured"
+    if warmup == 0:
+        assert warm.height == 0
+        return
+    assert both["orders"].null_count() == 0, "a process measured a case it never warmed"
+    for first_order, orders in both.select("first", "orders").iter_rows():
+        assert orders == list(range(first_order - warmup, first_order))
+
+
+def test_warmups_are_flagged_and_come_just_before_each_case(tiny_run):
     spec, path, _ = tiny_run
     df = regimes.load(path)
     warm = df.filter(pl.col("warmup"))
     assert warm.height == len(spec.cases()) * spec.warmup * spec.sessions
+    assert_warmups_are_lazy(df, spec.warmup)
+    # lazily placed: measured trials of other cases run before the last warm-up of a session
     first_measured = measured(df).group_by("session").agg(pl.col("order").min().alias("first"))
     last_warm = warm.group_by("session").agg(pl.col("order").max().alias("last"))
     both = first_measured.join(last_warm, on="session")
-    assert (both["last"] < both["first"]).all()
+    assert (both["last"] > both["first"]).all()
 
 
 def test_finished_run_is_compacted_with_metadata(tiny_run):
@@ -262,9 +297,55 @@ def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
     assert_complete_once(spec, df)
     assert result.measured == spec.total_trials() - outcome.measured
     assert df.select(TRIAL_KEY).is_duplicated().sum() == 0  # repeated warm-ups got new numbers
-    session0 = df.filter(pl.col("session") == 0)
-    assert session0.filter(pl.col("warmup")).height == 2 * len(spec.cases())
+    # the stopped slice warmed only what it measured; the resume re-warmed what it reached
+    warm0 = df.filter(pl.col("warmup") & (pl.col("session") == 0)).height
+    assert warm0 == outcome.warmups + len(spec.cases())
+    assert outcome.warmups == len(set(measured(df.filter(pl.col("order") < outcome.measured + outcome.warmups))
+                                      .select(CASE_COLUMNS).iter_rows()))
     assert df["order"].n_unique() == df.height
+
+
+def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeypatch):
+    """Slices end on a counted deadline (a controllable clock); each slice stands for a
+    fresh process, as with ``--max-seconds`` reruns, so it gets its own process id."""
+    from collectors import sweep
+
+    spec = tiny(warmup=2, trials=2, sessions=2, budgets=[2, 4])
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)  # creates the run, measures nothing
+    writer = RunWriter(path, None)
+    slices = 0
+    stopped_mid_warmup = 0
+    for session in range(spec.sessions):
+        while plan_session(spec, session, RunState.read(writer)):
+            slices += 1
+            monkeypatch.setattr(sweep, "process_id", lambda slice_id=slices: f"slice-{slice_id}")
+            asks = iter(range(10_000))
+            # The 1st question comes before the model load; the deadline then passes
+            # after the first warm-up of the slice's second case.
+            outcome = run_session(spec, writer, session,
+                                  should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None)
+            stopped_mid_warmup += outcome.warmups % spec.warmup != 0
+            assert outcome.measured > 0  # a slice always gets through a warmed case
+            assert outcome.warmups == spec.warmup * len(
+                {t for t in measured(regimes.load(path)).filter(pl.col("process_id") == f"slice-{slices}")
+                 .select(CASE_COLUMNS).iter_rows()})
+    assert slices > spec.sessions and stopped_mid_warmup == 0
+    df = regimes.load(path)
+    assert_complete_once(spec, df)
+    assert_warmups_are_lazy(df, spec.warmup)
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert df["order"].sort().to_list() == list(range(df.height))
+
+
+def test_an_orphaned_session_does_not_wait_for_a_warmed_case(tmp_path):
+    spec = tiny(warmup=2, sessions=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    asks = iter(range(100))
+    outcome = run_session(spec, RunWriter(path, None), 0,
+                          should_stop=lambda: "orphaned" if next(asks) >= 2 else None)
+    assert outcome.stopped == "orphaned" and (outcome.warmups, outcome.measured) == (1, 0)
 
 
 def test_process_isolation_gives_each_session_its_own_process(tmp_path):
