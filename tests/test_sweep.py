@@ -338,6 +338,31 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
     assert df["order"].sort().to_list() == list(range(df.height))
 
 
+def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
+    from collectors import sweep
+
+    totals = []
+
+    class Recording(sweep._Progress):
+        def __init__(self, total: int, enabled: bool):
+            totals.append(total)
+            super().__init__(total, enabled)
+
+    monkeypatch.setattr(sweep, "_Progress", Recording)
+    spec = tiny(warmup=2, sessions=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    asks = iter(range(100))
+    first = run_session(spec, RunWriter(path, None), 0,
+                        should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None)
+    assert first.measured == 2 and first.warmups == 4
+    result = run_sweep(spec, path, progress=False)
+    assert totals[0] == spec.total_trials(include_warmup=True)
+    # every case has a trial left, so each is warmed again once; nothing else is counted
+    assert totals[-1] == spec.total_trials() - first.measured + spec.warmup * len(spec.cases())
+    assert totals[-1] == result.measured + result.warmups
+
+
 def test_an_orphaned_session_does_not_wait_for_a_warmed_case(tmp_path):
     spec = tiny(warmup=2, sessions=1)
     path = tmp_path / "run"
