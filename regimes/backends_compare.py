@@ -32,7 +32,7 @@ import polars as pl
 from scipy import stats
 
 from ._anomalies import group_label, read_report, summary_text
-from .detect import _benjamini_hochberg, _prepare
+from .detect import benjamini_hochberg, prepare_trials
 from .flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
 from .intervals import cell_levels
 from .schema import RegimesInputError, check_fraction
@@ -115,7 +115,7 @@ def compare_backends(
             "the report is not grouped by 'backend'; detect per backend "
             "(detect_regimes groups by every case column present, backend included)"
         )
-    frame, group_columns = _prepare(df, source.x, source.y, source.group_columns, None)
+    frame, group_columns = prepare_trials(df, source.x, source.y, source.group_columns, None)
     backends = frame.get_column("backend").unique().sort().to_list()
     if len(backends) < 2:
         raise RegimesInputError(
@@ -243,7 +243,7 @@ def _finish(rows: list[dict[str, Any]], source: Any, frame: pl.DataFrame,
     p = table.get_column("p_value").to_numpy()
     measured = ~np.isnan(p.astype(float)) if p.size else np.zeros(0, dtype=bool)
     q = np.full(p.size, np.nan)
-    q[measured] = _benjamini_hochberg(p[measured].astype(float))
+    q[measured] = benjamini_hochberg(p[measured].astype(float))
     table = table.with_columns(pl.Series("q_value", q).fill_nan(None))
     table = table.with_columns((pl.col("q_value") < alpha).alias("specific"))
     if "device" not in frame.columns:

@@ -225,7 +225,10 @@ def _session_key(frame: pl.DataFrame, session: str | None) -> pl.Expr:
     ).alias("_session")
 
 
-def _benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg q-values of ``p`` (statsmodels ``fdr_bh``); empty in, empty out.
+
+    Shared by every analysis that controls the false discovery rate over a call."""
     if p.size == 0:
         return p
     from statsmodels.stats.multitest import multipletests
@@ -233,7 +236,7 @@ def _benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     return multipletests(p, method="fdr_bh")[1]
 
 
-def _prepare(
+def prepare_trials(
     df: Any, x: str, y: str, by: Sequence[str] | None, session: str | None
 ) -> tuple[pl.DataFrame, list[str]]:
     """Validate, choose groups, drop exact duplicates and single-trial cells (warned)."""
@@ -336,7 +339,7 @@ def detect_regimes(
         raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
     if not (math.isfinite(penalty) and penalty > 0):
         raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")
-    frame, group_columns = _prepare(df, x, y, by, session)
+    frame, group_columns = prepare_trials(df, x, y, by, session)
     params = dict(x=x, y=y, by=by, alpha=alpha, min_ratio=min_ratio, direction=direction,
                   n_boot=n_boot, seed=seed, level=level, penalty=penalty, session=session)
 
@@ -450,9 +453,9 @@ def detect_regimes(
 
     # --- multiple testing over the call ------------------------------------------------
     cp_p = np.asarray([r[6] for r in cp_rows], dtype=float)
-    cp_q = _benjamini_hochberg(cp_p)
+    cp_q = benjamini_hochberg(cp_p)
     cand_p = np.asarray([r[9] for r in cand_rows], dtype=float)
-    cand_q = _benjamini_hochberg(cand_p)
+    cand_q = benjamini_hochberg(cand_p)
     ratio = np.asarray([r[6] for r in cand_rows], dtype=float)
     if direction == "up":
         big = ratio >= min_ratio

@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 
 from ._anomalies import AnomalyInput, group_label, read_report, summary_text
-from .detect import _prepare
+from .detect import prepare_trials
 from .intervals import cell_levels, trend_contrast
 from .resample import cell_replicates
 from .schema import RegimesInputError, check_fraction
@@ -136,7 +136,7 @@ def attribute_phases(
             "anomaly to prefill or decode needs instrumented trials; collect the sweep with "
             "instrumentation on"
         )
-    frame, _ = _prepare(df, source.x, source.y, source.group_columns, None)
+    frame, _ = prepare_trials(df, source.x, source.y, source.group_columns, None)
     split = pl.all_horizontal([pl.col(c).is_not_null() & (pl.col(c) > 0) for c in PHASES])
     if frame.filter(split).height == 0:
         instrumented = ("; every row has instrumented=false" if "instrumented" in frame.columns

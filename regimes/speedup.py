@@ -42,7 +42,7 @@ import polars as pl
 
 from ._anomalies import group_label, summary_text
 from .changepoints import level_trend
-from .detect import MIN_CELLS, _benjamini_hochberg, _prepare
+from .detect import MIN_CELLS, benjamini_hochberg, prepare_trials
 from .flank_test import (
     Curve,
     curve_from_levels,
@@ -164,7 +164,7 @@ def cache_speedup(
             raise RegimesInputError("by= must not contain 'use_cache': the speedup is "
                                     "formed across it")
         by = [*by, "use_cache"]
-    frame, with_cache = _prepare(df, x, y, by, session)
+    frame, with_cache = prepare_trials(df, x, y, by, session)
     if "use_cache" not in with_cache:
         with_cache = [*with_cache, "use_cache"]
     group_columns = [c for c in with_cache if c != "use_cache"]
@@ -287,7 +287,7 @@ def _find_collapses(
     # intervals: with every interval a candidate, BH over all of them would count the
     # many overlapping variants of one dip as separate hypotheses.
     chosen = [_choose(scan, alpha, min_ratio) if scan is not None else [] for scan in scans]
-    q_all = _benjamini_hochberg(np.asarray(
+    q_all = benjamini_hochberg(np.asarray(
         [scan["p_value"][k] for scan, ks in zip(scans, chosen) for k in ks], dtype=float))
     rows, trends, offset = [], [], 0
     for part, curve, tau, scan, picked in zip(parts, arrays, taus, scans, chosen):
