@@ -38,8 +38,10 @@ import polars as pl
 from scipy import stats
 
 __all__ = [
+    "block_size",
     "bootstrap_median_ci",
     "cell_summaries",
+    "hierarchical_medians",
     "median_ci_indices",
 ]
 
@@ -99,44 +101,61 @@ def _median_last_axis(values: np.ndarray) -> np.ndarray:
     return 0.5 * (part[..., lower] + part[..., upper])
 
 
+def hierarchical_medians(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``n_boot`` hierarchical resamples of each cell of a block.
+
+    ``values`` has shape ``(cells, sessions, trials, columns)``, NaN-padded where a
+    session holds fewer trials than the largest; every cell of the block has the same
+    number of sessions. Each replicate draws sessions with replacement, then trials with
+    replacement inside each drawn session (a drawn session of ``m`` trials contributes
+    ``m`` draws), and takes the median of the pooled draws per column. The columns are
+    resampled *paired* (one set of drawn trials per replicate), so statistics that
+    combine them (prefill and decode of the same trials) keep their dependence.
+    Returns ``(cells, n_boot, columns)``. Balanced blocks draw flat indices and take
+    the median by partition; unbalanced ones mask the surplus draws of short sessions
+    and use ``nanmedian``. Callers bound the block size (:data:`_MAX_RESAMPLED_VALUES`).
+    """
+    cells, n_sessions, width, n_columns = values.shape
+    sizes = np.sum(~np.isnan(values[..., 0]), axis=2)  # (cells, sessions)
+    # columns first, so each column's draws are contiguous for the partition median
+    flat = np.moveaxis(values, 3, 1).reshape(cells, n_columns, n_sessions * width)
+    chosen = rng.integers(0, n_sessions, size=(cells, n_boot, n_sessions, 1), dtype=np.int32)
+    if np.all(sizes == width):
+        draws = rng.integers(0, width, size=(cells, n_boot, n_sessions, width), dtype=np.int32)
+        index = (chosen * width + draws).reshape(cells, 1, -1)
+        picked = np.take_along_axis(flat, index, axis=2).reshape(cells, n_columns, n_boot, -1)
+        return np.moveaxis(_median_last_axis(picked), 1, 2)
+    chosen_sizes = np.take_along_axis(
+        np.broadcast_to(sizes[:, None, :, None], (cells, n_boot, n_sessions, 1)), chosen, axis=2)
+    draws = np.floor(rng.random((cells, n_boot, n_sessions, width)) * chosen_sizes).astype(np.int32)
+    index = (chosen * width + draws).reshape(cells, 1, -1)
+    picked = np.take_along_axis(flat, index, axis=2).reshape(cells, n_columns, n_boot, n_sessions, width)
+    # a session with fewer trials contributes fewer draws: mask the surplus
+    picked = np.where(np.arange(width) < chosen_sizes[:, None], picked, np.nan)
+    return np.moveaxis(np.nanmedian(picked.reshape(cells, n_columns, n_boot, -1), axis=3), 1, 2)
+
+
+def block_size(n_boot: int, n_sessions: int, width: int, n_columns: int = 1) -> int:
+    """Cells per :func:`hierarchical_medians` call that keep its draws under the cap."""
+    return max(1, _MAX_RESAMPLED_VALUES // max(n_boot * n_sessions * width * n_columns, 1))
+
+
 def bootstrap_median_ci(
     values: np.ndarray, n_boot: int, rng: np.random.Generator, level: float
 ) -> np.ndarray:
     """Hierarchical bootstrap interval of the median for cells of one shape.
 
     ``values`` has shape ``(cells, sessions, trials)``, NaN-padded where a session holds
-    fewer trials than the largest; returns ``(cells, 2)`` lower and upper bounds.
-    Balanced cells draw flat indices (session * trials + trial) and take the median by
-    partition; unbalanced ones mask the surplus draws of short sessions and use
-    ``nanmedian``.
+    fewer trials than the largest; returns ``(cells, 2)`` lower and upper percentile
+    bounds of :func:`hierarchical_medians`.
     """
     cells, n_sessions, width = values.shape
-    sizes = np.sum(~np.isnan(values), axis=2)  # (cells, sessions)
-    balanced = bool(np.all(sizes == width))
     out = np.empty((cells, 2))
-    chunk = max(1, _MAX_RESAMPLED_VALUES // max(n_boot * n_sessions * width, 1))
+    chunk = block_size(n_boot, n_sessions, width)
     quantiles = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
-    flat_values = values.reshape(cells, n_sessions * width)
     for start in range(0, cells, chunk):
-        block = flat_values[start:start + chunk]
-        c = block.shape[0]
-        chosen = rng.integers(0, n_sessions, size=(c, n_boot, n_sessions, 1), dtype=np.int32)
-        if balanced:
-            draws = rng.integers(0, width, size=(c, n_boot, n_sessions, width), dtype=np.int32)
-            index = (chosen * width + draws).reshape(c, -1)
-            medians = _median_last_axis(
-                np.take_along_axis(block, index, axis=1).reshape(c, n_boot, -1))
-        else:
-            chosen_sizes = np.take_along_axis(
-                np.broadcast_to(sizes[start:start + c, None, :, None], (c, n_boot, n_sessions, 1)),
-                chosen, axis=2)
-            draws = np.floor(rng.random((c, n_boot, n_sessions, width)) * chosen_sizes).astype(np.int32)
-            index = (chosen * width + draws).reshape(c, -1)
-            picked = np.take_along_axis(block, index, axis=1).reshape(c, n_boot, n_sessions, width)
-            # a session with fewer trials contributes fewer draws: mask the surplus
-            picked = np.where(np.arange(width) < chosen_sizes, picked, np.nan)
-            medians = np.nanmedian(picked.reshape(c, n_boot, -1), axis=2)
-        out[start:start + c] = np.quantile(medians, quantiles, axis=1).T
+        medians = hierarchical_medians(values[start:start + chunk, ..., None], n_boot, rng)
+        out[start:start + chunk] = np.quantile(medians[..., 0], quantiles, axis=1).T
     return out
 
 

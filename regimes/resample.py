@@ -12,9 +12,8 @@ Several value columns of a cell (prefill and decode time of the same trials) are
 resampled *paired*: one set of drawn trials per replicate, medians taken per column, so
 their dependence carries into any statistic combining them.
 
-All cells are resampled at once as a padded ``(cells, sessions, trials)`` array: a
-drawn session of ``m`` trials contributes ``m`` draws (the surplus of the padded width is
-masked), exactly as in :func:`regimes.bootstrap.bootstrap_median_ci`.
+The draws are those of :func:`regimes.bootstrap.hierarchical_medians`, the one
+sampler both modules use, on blocks of cells with equal session counts.
 """
 
 from __future__ import annotations
@@ -25,11 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from .bootstrap import block_size, hierarchical_medians
+
 __all__ = ["CellReplicates", "cell_replicates"]
-
-_MAX_DRAWN_VALUES = 20_000_000
-"""Values drawn at once (about 160 MB of float64); larger jobs go in chunks of cells."""
-
 
 @dataclass(frozen=True)
 class CellReplicates:
@@ -75,48 +72,26 @@ def cell_replicates(
     )
     n_cells = cells.height
     n_sessions = cells.get_column("n_sessions").to_numpy()
-    width = int(sessions.get_column("_size").max())
-    max_sessions = int(n_sessions.max())
-    sizes = np.zeros((n_cells, max_sessions), dtype=np.int64)
-    padded = np.full((n_cells, max_sessions, width, len(values)), np.nan)
-    for i, row in enumerate(cells.iter_rows(named=True)):
-        for j, size in enumerate(row["_size"]):
-            sizes[i, j] = size
-            for k, v in enumerate(values):
-                padded[i, j, :size, k] = row[f"_{v}"][j]
     medians = ordered.group_by(keys, maintain_order=True).agg(
         [pl.col(v).median() for v in values]
     ).select(values).to_numpy()
     rng = np.random.default_rng(seed)
     out = np.empty((n_cells, n_boot, len(values)))
-    chunk = max(1, _MAX_DRAWN_VALUES // max(1, n_boot * max_sessions * width * len(values)))
-    for start in range(0, n_cells, chunk):
-        stop = min(n_cells, start + chunk)
-        out[start:stop] = _draw(
-            padded[start:stop], sizes[start:stop], n_sessions[start:stop], n_boot, rng
-        )
+    # hierarchical_medians takes blocks of cells with equal session counts
+    for count in np.unique(n_sessions):
+        members = np.flatnonzero(n_sessions == count)
+        rows = cells[members]
+        width = int(rows.get_column("_size").list.max().max())
+        padded = np.full((members.size, int(count), width, len(values)), np.nan)
+        for i, row in enumerate(rows.iter_rows(named=True)):
+            for j, size in enumerate(row["_size"]):
+                for k, v in enumerate(values):
+                    padded[i, j, :size, k] = row[f"_{v}"][j]
+        chunk = block_size(n_boot, int(count), width, len(values))
+        for first in range(0, members.size, chunk):
+            out[members[first:first + chunk]] = hierarchical_medians(
+                padded[first:first + chunk], n_boot, rng)
     return CellReplicates(
         cells=cells.select([*keys, "n", "n_sessions"]), median=medians, replicates=out
     )
 
-
-def _draw(
-    padded: np.ndarray, sizes: np.ndarray, n_sessions: np.ndarray, n_boot: int,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """``(cells, n_boot, values)`` medians of hierarchical resamples of a block of cells."""
-    c, s_max, width, _ = padded.shape
-    chosen = np.floor(rng.random((c, n_boot, s_max)) * n_sessions[:, None, None]).astype(np.intp)
-    chosen_sizes = np.take_along_axis(sizes[:, None, :], chosen, axis=2)
-    # Padded session slots beyond a cell's own count draw nothing.
-    chosen_sizes = np.where(np.arange(s_max)[None, None, :] < n_sessions[:, None, None],
-                            chosen_sizes, 0)
-    draws = np.floor(rng.random((c, n_boot, s_max, width)) * chosen_sizes[..., None]).astype(np.intp)
-    rows = np.arange(c)[:, None, None, None]
-    picked = padded[rows, chosen[..., None], draws]  # (c, B, S, W, values)
-    keep = np.arange(width)[None, None, None, :] < chosen_sizes[..., None]
-    picked = picked.reshape(c, n_boot, s_max * width, -1)
-    if keep.all():
-        return np.median(picked, axis=2)
-    picked = np.where(keep.reshape(c, n_boot, s_max * width, 1), picked, np.nan)
-    return np.nanmedian(picked, axis=2)
