@@ -17,17 +17,22 @@ def cuda_run():
     return regimes.read_run(CUDA_RUN)
 
 
-def test_cuda_run_loads_with_the_schema_and_exact_budgets(cuda_run):
+@pytest.mark.parametrize("run_dir", ["cuda-h200-gpt2", "cpu-distilgpt2"])
+def test_run_loads_with_the_schema_exact_budgets_and_no_errors(run_dir):
+    run = regimes.read_run(DATA / run_dir)
+    assert run.trials.schema == pl.Schema(regimes.TRIAL_SCHEMA)
+    assert (run.trials["new_tokens"] == run.trials["budget"]).all()
+    assert run.errors.height == 0
+
+
+def test_cuda_run_has_both_sessions_of_every_cell(cuda_run):
     trials = cuda_run.trials
-    assert trials.schema == pl.Schema(regimes.TRIAL_SCHEMA)
-    assert (trials["new_tokens"] == trials["budget"]).all()
     assert set(trials["backend"]) == {"cuda"} and set(trials["device"]) == {"NVIDIA H200"}
     assert set(trials["use_cache"]) == {True, False}
     measured = trials.filter(~pl.col("warmup"))
     per_cell = measured.group_by("budget", "use_cache").len()["len"]
     assert per_cell.min() >= 4, "every cell holds session 0's three trials and at least one of session 1"
     assert measured.select("session", "budget", "use_cache", "trial").is_duplicated().sum() == 0
-    assert cuda_run.errors.height == 0
 
 
 def test_cuda_run_carries_its_provenance(cuda_run):
@@ -66,11 +71,8 @@ def cpu_run():
     return regimes.read_run(CPU_RUN)
 
 
-def test_cpu_run_loads_complete_with_provenance(cpu_run):
-    trials = cpu_run.trials
-    assert trials.schema == pl.Schema(regimes.TRIAL_SCHEMA)
-    assert (trials["new_tokens"] == trials["budget"]).all()
-    measured = trials.filter(~pl.col("warmup"))
+def test_cpu_run_is_complete_with_provenance(cpu_run):
+    measured = cpu_run.trials.filter(~pl.col("warmup"))
     assert measured.group_by("budget", "use_cache").len()["len"].to_list() == [3] * 32
     assert cpu_run.meta["environment"]["env"]["OMP_NUM_THREADS"] == "1"
     assert cpu_run.meta["spec"]["models"] == ["distilgpt2"]
