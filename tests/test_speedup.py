@@ -89,8 +89,11 @@ def test_real_cuda_run_has_no_collapse_and_a_speedup_near_1():
     assert (low <= measured).all() and (measured <= high).all()
     assert 0.6 < measured.min() and measured.max() < 1.6
     assert 0.85 < np.median(measured) < 1.2
-    # with no collapse the trend is the smooth fit, near the speedups themselves
-    assert table.select(((pl.col("ratio") - 1).abs() < 0.5).all()).item()
+    # With no collapse the trend is a smooth fit near 1, and the cells scatter around it
+    # as 95% intervals should: about 1.6 of 32 are expected to miss it by chance.
+    trend = table.get_column("trend").to_numpy()
+    assert 0.85 < trend.min() and trend.max() < 1.2
+    assert ((low > trend) | (high < trend)).sum() <= 3
 
 
 @pytest.mark.parametrize(("start", "end", "t", "reason"), [
