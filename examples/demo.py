@@ -6,8 +6,10 @@ Run it with ``make demo`` (which sets up ``.venv`` first) or ``python examples/d
    else cpu) and collects a small sweep of the ``tiny-gpt2`` preset there, cache on and
    off, into ``demo/runs/<backend>-tiny-gpt2`` (rerunning resumes, so a second
    ``make demo`` reuses what is on disk).
-2. Analyses that run and the committed real CUDA run ``examples/data/cuda-h200-gpt2``:
-   regimes (change points, anomalies) and the KV-cache speedup.
+2. Analyses that run and two committed real CUDA runs, ``examples/data/cuda-h200-gpt2``
+   and ``examples/data/cuda-h200-instrumented`` (prefill and every decode step timed):
+   regimes (change points, anomalies), the KV-cache speedup and, where the run has
+   them, the phases.
 3. Writes one offline HTML report per run under ``demo/`` plus PNG charts, and prints
    their paths and the headline findings.
 """
@@ -20,7 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED_RUN = ROOT / "examples" / "data" / "cuda-h200-gpt2"
+COMMITTED_RUNS = {
+    "NVIDIA H200 (gpt2, committed)": "cuda-h200-gpt2",
+    "NVIDIA H200 (gpt2, instrumented, committed)": "cuda-h200-instrumented",
+}
 
 
 def demo_spec(backend: str) -> dict:
@@ -80,11 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     run_dir = collect(args.out)
-    print("[2/3] analysing the fresh run and the committed H200 run")
-    findings = {
-        "this machine (tiny-gpt2)": analyse(run_dir, args.out, "report"),
-        "NVIDIA H200 (gpt2, committed)": analyse(COMMITTED_RUN, args.out, "cuda-h200-gpt2"),
-    }
+    print("[2/3] analysing the fresh run and the committed H200 runs")
+    findings = {"this machine (tiny-gpt2)": analyse(run_dir, args.out, "report")}
+    for label, name in COMMITTED_RUNS.items():
+        findings[label] = analyse(ROOT / "examples" / "data" / name, args.out, name)
     print("[3/3] headline findings")
     for name, lines in findings.items():
         print(f"  {name}:")
