@@ -19,6 +19,9 @@ an anomaly's interval carried over to another backend's curve
 
 * **support.** A trend needs cells to stand on (:func:`flank_support`); a scan tests
   only the intervals that have them (:func:`supported_intervals`).
+* **coordinate.** A scan may be given the same cells in other trend coordinates; each
+  interior interval is then tested in the one whose trend fits its flanks best
+  (:func:`scan_intervals`).
 
 The returned estimate, standard error and df are those of the contrast (the log ratio
 of the interval's level over the flank trend, the trend's uncertainty included);
