@@ -152,5 +152,8 @@ def test_example_specs_say_what_they_promise():
     assert opt.models == ("opt-125m",) and opt.budgets == tuple(range(32, 513, 32))
     inst = SweepSpec.from_toml(EXAMPLES / "cuda-h200-instrumented.toml", check_available=False)
     assert inst.instrument and inst.budgets == tuple(range(64, 513, 64)) and inst.sessions == 1
+    window = SweepSpec.from_toml(EXAMPLES / "cuda-h200-gpt2-medium-window.toml",
+                                 check_available=False)
+    assert window.budgets == mps.budgets and window.models == mps.models
     tiny = SweepSpec.from_toml(EXAMPLES / "tiny-cpu.toml")  # must run here: backend checked
     assert tiny.backends == ("cpu",)
