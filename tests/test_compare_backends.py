@@ -1,8 +1,12 @@
 """compare_backends: an MPS-only spike is specific to MPS; a shared one is not.
 
 All sweeps are synthetic (:func:`regimes.simulate_sweep`, seeded), relabelled as
-backends. CPU and CUDA are slower or faster by a constant, which must not matter.
+backends. CPU and CUDA are slower or faster by a constant, which must not matter. One
+test pairs synthetic MPS trials around the published means with the committed real
+H200 run over the same grid.
 """
+
+from pathlib import Path
 
 from types import SimpleNamespace
 
@@ -131,3 +135,20 @@ def test_report_without_backend_groups_is_a_clear_error(mps_only):
 
 def test_public_name():
     assert regimes.compare_backends is compare_backends
+
+
+def test_published_mps_spike_is_specific_against_the_real_cuda_run():
+    """Synthetic MPS trials around the published gpt2-medium means (labelled so in their
+    device name) next to the real H200 run of the same model over the same grid."""
+    from regimes.simulate import published_gpt2_medium
+
+    mps = published_gpt2_medium(seed=0).trials
+    cuda = regimes.load(Path(__file__).resolve().parents[1] / "examples" / "data"
+                        / "cuda-h200-gpt2-medium-window")
+    df = pl.concat([mps, cuda], how="diagonal_relaxed")
+    report = regimes.detect_regimes(df, n_boot=500)
+    assert report.anomalies.select("backend", "start", "end").rows() == [("mps", 512, 624)]
+    row = compare_backends(df, report).comparisons.row(0, named=True)
+    assert row["other_backend"] == "cuda" and row["specific"]
+    assert row["other_low"] < 1.0 < row["other_high"]
+    assert row["ratio_of_ratios"] > 5
