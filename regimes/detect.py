@@ -46,6 +46,8 @@ from .intervals import (
 )
 from .schema import (
     check_fraction,
+    check_min_ratio,
+    check_n_boot,
     RegimesInputError,
     RegimesWarning,
     present_case_columns,
@@ -331,12 +333,10 @@ def detect_regimes(
     table, is an error: replication is what measures the noise.
     """
     check_fraction(alpha=alpha, level=level)
-    if not (isinstance(min_ratio, (int, float)) and math.isfinite(min_ratio) and min_ratio >= 1.0):
-        raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
+    check_min_ratio(min_ratio)
     if direction not in DIRECTIONS:
         raise RegimesInputError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
-        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
+    check_n_boot(n_boot)
     if not (math.isfinite(penalty) and penalty > 0):
         raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")
     frame, group_columns = prepare_trials(df, x, y, by, session)

@@ -285,13 +285,12 @@ def scan_intervals(
             start, end = intervals[k]
             fits[k].append((interval_tau(c, start, end, breaks, smooth, tau), c, breaks, smooth))
     out = []
-    for (start, end), options_k in zip(intervals, fits):
-        tau, c, breaks, smooth = min(options_k, key=lambda fit: fit[0][0])  # ties: the first
+    for (start, end), candidates in zip(intervals, fits):
+        tau, c, breaks, smooth = min(candidates, key=lambda fit: fit[0][0])  # ties: the first
         est = CurveEstimates(c.u, c.level, c.var, c.df, *tau)
-        edges = [0, *breaks, t]
-        segments = (start, end, edges.index(start), edges.index(end + 1) - 1)
-        tests = test_intervals(est, [segments], breaks, smooth=smooth, direction=direction,
-                               level=level)
+        _, first, last = interval_segments(start, end, t)
+        tests = test_intervals(est, [(start, end, first, last)], breaks, smooth=smooth,
+                               direction=direction, level=level)
         p_value = np.where(tests.p_value < 1.0, tests.p_value * family, 1.0)
         out.append(replace(tests, p_value=p_value))
     return out

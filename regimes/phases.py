@@ -42,7 +42,7 @@ from ._anomalies import AnomalyInput, group_label, read_report, summary_text
 from .detect import prepare_trials
 from .intervals import cell_levels, trend_contrast
 from .resample import cell_replicates
-from .schema import RegimesInputError, check_fraction
+from .schema import RegimesInputError, check_fraction, check_n_boot
 
 __all__ = ["PhaseAttribution", "attribute_phases"]
 
@@ -125,8 +125,7 @@ def attribute_phases(
     none in a group that has an anomaly.
     """
     check_fraction(level=level)
-    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
-        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
+    check_n_boot(n_boot)
     columns = [str(c) for c in getattr(df, "columns", [])]
     source = read_report(report, columns)
     missing = [c for c in PHASES if c not in columns]

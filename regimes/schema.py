@@ -8,9 +8,11 @@ message naming the problem instead of deep inside numpy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 __all__ = [
@@ -218,6 +220,18 @@ def check_fraction(**values: float) -> None:
     for name, value in values.items():
         if not 0.0 < value < 1.0:
             raise RegimesInputError(f"{name} must lie in (0, 1), got {value}")
+
+
+def check_min_ratio(min_ratio: Any) -> None:
+    """Raise :class:`RegimesInputError` unless ``min_ratio`` is a finite number >= 1."""
+    if not (isinstance(min_ratio, (int, float)) and math.isfinite(min_ratio) and min_ratio >= 1.0):
+        raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
+
+
+def check_n_boot(n_boot: Any) -> None:
+    """Raise :class:`RegimesInputError` unless ``n_boot`` is a positive integer."""
+    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
+        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
 
 
 def present_case_columns(

@@ -43,7 +43,6 @@ null rates (``bench/speedup_calibration.py``).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,7 +63,13 @@ from .flank_test import (
 )
 from .intervals import ContrastResults, cell_levels, select_non_overlapping
 from .resample import cell_replicates
-from .schema import RegimesInputError, RegimesWarning, check_fraction
+from .schema import (
+    RegimesInputError,
+    RegimesWarning,
+    check_fraction,
+    check_min_ratio,
+    check_n_boot,
+)
 
 __all__ = ["SpeedupResult", "cache_speedup"]
 
@@ -162,10 +167,8 @@ def cache_speedup(
     or no ``x`` measured both ways in any group.
     """
     check_fraction(alpha=alpha, level=level)
-    if not (isinstance(min_ratio, (int, float)) and math.isfinite(min_ratio) and min_ratio >= 1.0):
-        raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
-    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
-        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
+    check_min_ratio(min_ratio)
+    check_n_boot(n_boot)
     columns = [str(c) for c in getattr(df, "columns", [])]
     if "use_cache" not in columns:
         raise RegimesInputError("the trial table has no 'use_cache' column; the speedup "

@@ -15,6 +15,13 @@ import pytest
 import regimes
 from regimes import RegimesInputError, RegimesWarning
 from regimes.bootstrap import cell_summaries
+from regimes.flank_test import (
+    Curve,
+    flank_support,
+    scan_intervals,
+    supported_intervals,
+    whole_curve_taus,
+)
 from regimes.resample import cell_replicates
 from regimes.simulate import (
     PUBLISHED_GPT2_MEDIUM_CACHE,
@@ -110,8 +117,6 @@ def test_real_cuda_run_has_no_collapse_and_a_speedup_near_1():
     (0, 5, 6, "whole grid"),
 ])
 def test_flank_support_needs_cells_on_each_side_it_draws_from(start, end, t, reason):
-    from regimes.flank_test import flank_support, supported_intervals
-
     found = flank_support(start, end, t)
     assert found is None if reason is None else reason in found
     assert ((start, end) in supported_intervals(t)) == (reason is None)
@@ -135,7 +140,6 @@ def test_no_collapse_from_a_trend_on_one_flank_cell():
 
 
 def _curve(budgets, log_speedup, sampling_var=0.004):
-    from regimes.flank_test import Curve
     budgets = np.asarray(budgets, dtype=float)
     n = budgets.size
     return Curve(budgets, np.log(budgets), np.asarray(log_speedup, dtype=float),
@@ -146,7 +150,6 @@ def test_an_interior_interval_is_tested_in_the_coordinate_its_flanks_fit():
     """A log-speedup linear in the budget (as the published table's nearly is) bends in
     log budget: its flanks fit a line in x exactly, so the interval is tested there and
     the trend at it is that line's value."""
-    from regimes.flank_test import scan_intervals, whole_curve_taus
     budgets = np.arange(1, 7) * 128.0
     smooth = 1.5 + 0.0025 * budgets
     dipped = smooth.copy()
