@@ -230,8 +230,9 @@ def cell_levels(
         pl.col("_adj").median().alias("_m"),
         pl.len().alias("_ns"),
         (pl.col("_adj").var(ddof=0) * pl.len()).alias("_ss"),
-    )
-    cells = session_stats.group_by(cell_keys).agg(
+    ).sort([*cell_keys, session])
+    # sessions in a fixed order: float sums and variances must not depend on hashing
+    cells = session_stats.group_by(cell_keys, maintain_order=True).agg(
         pl.col("_ns").sum().cast(pl.Int64).alias("n"),
         pl.len().cast(pl.Int64).alias("n_sessions"),
         pl.col("_ss").sum().alias("_ss"),
