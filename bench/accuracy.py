@@ -34,7 +34,7 @@ import polars as pl
 from statsmodels.stats.proportion import proportion_confint
 
 from regimes import RegimesWarning, detect_regimes
-from regimes.simulate import published_gpt2_medium, simulate_sweep
+from regimes.data.simulate import published_gpt2_medium, simulate_sweep
 
 STEP = 16
 CONDITIONS = dict(

@@ -33,7 +33,7 @@ import ruptures as rpt
 from scipy import stats
 
 from regimes import RegimesWarning, detect_regimes
-from regimes.simulate import simulate_sweep
+from regimes.data.simulate import simulate_sweep
 
 NOISE = dict(cv=(0.02, 0.15), hiccup_rate=(0.0, 0.03), session_cv=(0.0, 0.05))
 

@@ -35,7 +35,7 @@ import polars as pl
 from statsmodels.stats.proportion import proportion_confint
 
 from regimes import RegimesWarning
-from regimes.simulate import published_gpt2_medium_cache, simulate_sweep
+from regimes.data.simulate import published_gpt2_medium_cache, simulate_sweep
 from regimes.speedup import cache_speedup
 
 ALPHA = 0.05

@@ -28,10 +28,10 @@ from pathlib import Path
 import polars as pl
 
 import regimes
-import regimes.flank_test as flank_test
+import regimes._stats.flank_test as flank_test
 from regimes import RegimesWarning
-from regimes.changepoints import level_trend
-from regimes.simulate import simulate_sweep
+from regimes._stats.changepoints import level_trend
+from regimes.data.simulate import simulate_sweep
 from regimes.speedup import cache_speedup
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "examples" / "data" / "cuda-h200-gpt2"

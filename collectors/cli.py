@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
 
 def run_collect(args: argparse.Namespace) -> int:
     """Handler of ``regimes collect``: validate, run, print the summary, return the status."""
-    from regimes.schema import RegimesInputError
+    from regimes.data.schema import RegimesInputError
 
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise RegimesInputError(f"--max-seconds must be positive, got {args.max_seconds}")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from regimes.schema import RegimesInputError
+from regimes.data.schema import RegimesInputError
 
 from .backends import BACKEND_NAMES, get_backend
 from .engines import ENGINES

@@ -19,7 +19,7 @@ only the cases it reaches, instead of paying every case's warm-ups up front. A
 trial (it would waste them); a slice overruns by at most that many generations.
 
 Crash safety. Each finished generation is written as its own atomic parquet part
-(:class:`regimes.io.RunWriter`) before the next starts, so a crash, a kill or a power
+(:class:`regimes.data.io.RunWriter`) before the next starts, so a crash, a kill or a power
 loss costs at most the generation in flight. A rerun with the same spec and directory
 resumes: the measured schedule is rebuilt and filtered down to the (case, session,
 trial) keys not yet on disk, and each case left is warmed again before its first
@@ -62,8 +62,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes.io import RunWriter, read_run
-from regimes.schema import RegimesInputError
+from regimes.data.io import RunWriter, read_run
+from regimes.data.schema import RegimesInputError
 
 from . import engines, models
 from .backends import Backend, get_backend, rss_bytes
@@ -85,7 +85,7 @@ EXIT_CODES: dict[str, int] = {"complete": 0, "failed": 1, "incomplete": 3, "inte
 """Process exit status for each final sweep status (130 = 128 + SIGINT, the shell convention)."""
 
 _CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
-"""Case columns, in the order they lead :data:`regimes.io.TRIAL_KEY`."""
+"""Case columns, in the order they lead :data:`regimes.data.io.TRIAL_KEY`."""
 
 _DEADLINE = "deadline"
 """The stop reason of a sliced sweep (``max_seconds``); the only one that waits for a
@@ -110,7 +110,7 @@ class ScheduledTrial:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        """The trial's identity, in :data:`regimes.io.TRIAL_KEY` order."""
+        """The trial's identity, in :data:`regimes.data.io.TRIAL_KEY` order."""
         c = self.case
         return (c.model, c.backend, c.dtype, c.use_cache, c.prompt_tokens, c.budget,
                 self.session, self.trial, self.warmup)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from regimes.schema import RegimesInputError
+from regimes.data.schema import RegimesInputError
 
 __all__ = ["main"]
 
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return DEADLINE
         return None
 
-    from regimes.io import RunWriter
+    from regimes.data.io import RunWriter
 
     from .spec import SweepSpec
     from .sweep import _DEADLINE as DEADLINE

@@ -65,7 +65,7 @@ def collect(out: Path) -> Path:
 
 
 def analyse(run_dir: Path, out: Path, name: str) -> list[str]:
-    from regimes.report import build_report
+    from regimes.viz.html import build_report
 
     started = time.perf_counter()
     report = build_report(run_dir, title=f"regimes: {name}")

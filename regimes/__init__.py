@@ -2,10 +2,24 @@
 
 The statistics core. It never imports torch; measurement lives in :mod:`collectors`.
 
+Layers, each a subpackage:
+
+``regimes.data``
+    the trial table's schema and validation, runs on disk, synthetic sweeps;
+``regimes._stats``
+    private numerics (bootstrap, cell levels, trends, segmentation, interval tests);
+``regimes.detect``, ``regimes.speedup``
+    the two primary analyses;
+``regimes.explain``
+    explanations of what was detected (phases, memory, backends, alignment);
+``regimes.viz``
+    Altair charts and the offline HTML report;
+``regimes.cli``
+    the ``regimes`` command.
+
 Public names are imported lazily (PEP 562): ``import regimes`` pulls in only polars and
-pyarrow, so the collectors, which write runs through :mod:`regimes.io`, stay light on a
-measurement machine where scipy, statsmodels, ruptures or altair may be missing.
-To add a public name, add it to ``_LAZY`` (name -> submodule).
+pyarrow, so the collectors, which write runs through :mod:`regimes.data.io`, stay light
+on a measurement machine where scipy, statsmodels, ruptures or altair may be missing.
 """
 
 from __future__ import annotations
@@ -14,71 +28,88 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from .io import Run, RunWriter, load, read_run, save
-from .schema import CASE_COLUMNS, TRIAL_SCHEMA, RegimesInputError, RegimesWarning, validate_trials
+from regimes.data.io import Run, RunWriter, load, read_run, save
+from regimes.data.schema import CASE_COLUMNS, TRIAL_SCHEMA, validate_trials
+from regimes.errors import RegimesInputError, RegimesWarning
 
 try:
     __version__ = version("regimes")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
+__all__ = [
+    "CASE_COLUMNS",
+    "TRIAL_SCHEMA",
+    "BackendComparison",
+    "BoundaryAlignment",
+    "MemoryConfound",
+    "PhaseAttribution",
+    "RegimeReport",
+    "RegimesInputError",
+    "RegimesWarning",
+    "Run",
+    "RunWriter",
+    "SpeedupResult",
+    "__version__",
+    "align_boundaries",
+    "attribute_phases",
+    "cache_speedup",
+    "compare_backends",
+    "detect_regimes",
+    "load",
+    "memory_confound",
+    "published_gpt2_medium",
+    "read_run",
+    "save",
+    "simulate_sweep",
+    "validate_trials",
+]
+
 _LAZY: dict[str, str] = {
-    "BackendComparison": "backends_compare",
-    "compare_backends": "backends_compare",
-    "BoundaryAlignment": "alignment",
-    "align_boundaries": "alignment",
-    "PhaseAttribution": "phases",
-    "attribute_phases": "phases",
-    "MemoryConfound": "confound",
-    "memory_confound": "confound",
-    "RegimeReport": "detect",
-    "detect_regimes": "detect",
-    "SpeedupResult": "speedup",
-    "cache_speedup": "speedup",
-    "published_gpt2_medium": "simulate",
-    "simulate_sweep": "simulate",
+    "BackendComparison": "regimes.explain.backends",
+    "compare_backends": "regimes.explain.backends",
+    "BoundaryAlignment": "regimes.explain.alignment",
+    "align_boundaries": "regimes.explain.alignment",
+    "PhaseAttribution": "regimes.explain.phases",
+    "attribute_phases": "regimes.explain.phases",
+    "MemoryConfound": "regimes.explain.memory",
+    "memory_confound": "regimes.explain.memory",
+    "RegimeReport": "regimes.detect",
+    "detect_regimes": "regimes.detect",
+    "SpeedupResult": "regimes.speedup",
+    "cache_speedup": "regimes.speedup",
+    "published_gpt2_medium": "regimes.data.simulate",
+    "simulate_sweep": "regimes.data.simulate",
 }
+"""Where each lazily imported public name lives."""
+
+_MODULES: dict[str, str] = {
+    "plot": "regimes.viz.charts",
+    "report": "regimes.viz.html",
+    "simulate": "regimes.data.simulate",
+}
+"""Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .alignment import BoundaryAlignment, align_boundaries
-    from .backends_compare import BackendComparison, compare_backends
-    from .confound import MemoryConfound, memory_confound
-    from .detect import RegimeReport, detect_regimes
-    from .phases import PhaseAttribution, attribute_phases
-    from .simulate import published_gpt2_medium, simulate_sweep
-    from .speedup import SpeedupResult, cache_speedup
-
-
-_SUBMODULES = ("plot", "report", "simulate")
-"""Submodules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
+    from regimes.data.simulate import published_gpt2_medium, simulate_sweep
+    from regimes.detect import RegimeReport, detect_regimes
+    from regimes.explain.alignment import BoundaryAlignment, align_boundaries
+    from regimes.explain.backends import BackendComparison, compare_backends
+    from regimes.explain.memory import MemoryConfound, memory_confound
+    from regimes.explain.phases import PhaseAttribution, attribute_phases
+    from regimes.speedup import SpeedupResult, cache_speedup
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return import_module(f".{name}", __name__)
+    if name in _MODULES:
+        return import_module(_MODULES[name])
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'regimes' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
+    value = getattr(import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
-
-
-__all__ = [
-    "CASE_COLUMNS",
-    "RegimesInputError",
-    "RegimesWarning",
-    "Run",
-    "RunWriter",
-    "TRIAL_SCHEMA",
-    "__version__",
-    "load",
-    "read_run",
-    "save",
-    "validate_trials",
-    *_LAZY,
-]
+    return sorted(set(globals()) | set(__all__) | set(_MODULES))

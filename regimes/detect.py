@@ -33,9 +33,9 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from .bootstrap import cell_summaries
-from .changepoints import bic_penalty, segment_curves, test_change_points
-from .intervals import (
+from regimes._stats.bootstrap import cell_summaries
+from regimes._stats.changepoints import bic_penalty, segment_curves, test_change_points
+from regimes._stats.intervals import (
     DIRECTIONS,
     CurveEstimates,
     between_cell_variance,
@@ -44,7 +44,7 @@ from .intervals import (
     select_non_overlapping,
     test_intervals,
 )
-from .schema import (
+from regimes.data.schema import (
     check_fraction,
     check_min_ratio,
     check_n_boot,

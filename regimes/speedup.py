@@ -51,19 +51,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ._anomalies import group_label, summary_text
-from .changepoints import level_trend
-from .detect import MIN_CELLS, benjamini_hochberg, prepare_trials
-from .flank_test import (
+from regimes.explain._anomalies import group_label, summary_text
+from regimes._stats.changepoints import level_trend
+from regimes.detect import MIN_CELLS, benjamini_hochberg, prepare_trials
+from regimes._stats.flank_test import (
     Curve,
     curve_from_levels,
     scan_intervals,
     supported_intervals,
     whole_curve_taus,
 )
-from .intervals import ContrastResults, cell_levels, select_non_overlapping
-from .resample import cell_replicates
-from .schema import (
+from regimes._stats.intervals import ContrastResults, cell_levels, select_non_overlapping
+from regimes._stats.resample import cell_replicates
+from regimes.data.schema import (
     RegimesInputError,
     RegimesWarning,
     check_fraction,

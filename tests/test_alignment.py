@@ -13,7 +13,7 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError
-from regimes.alignment import align_boundaries
+from regimes.explain.alignment import align_boundaries
 
 GRID = np.arange(480, 657, 16)
 CASE = ["backend", "model", "use_cache"]

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from regimes.bootstrap import bootstrap_median_ci, cell_summaries, median_ci_indices
+from regimes._stats.bootstrap import bootstrap_median_ci, cell_summaries, median_ci_indices
 
 
 def _resampled_interval(values: np.ndarray, rng: np.random.Generator, n_boot: int = 200_000):

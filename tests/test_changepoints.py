@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from statsmodels.robust.scale import qn_scale
 
-from regimes.changepoints import (
+from regimes._stats.changepoints import (
     bic_penalty,
     difference_trend,
     level_trend,
@@ -14,7 +14,7 @@ from regimes.changepoints import (
     segment_curve,
     test_change_points,
 )
-from regimes.intervals import (
+from regimes._stats.intervals import (
     CurveEstimates,
     between_cell_variance,
     candidate_intervals,

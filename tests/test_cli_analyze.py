@@ -16,7 +16,7 @@ from test_report import synthetic_sweeps, write_synthetic_run
 
 from regimes.cli import main
 from regimes.detect import detect_regimes
-from regimes.io import load
+from regimes.data.io import load
 
 FAST = ["--n-boot", "200", "--seed", "3"]
 

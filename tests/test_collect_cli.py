@@ -1,6 +1,6 @@
 """``regimes collect`` end to end: real processes, real signals, resumes.
 
-The subprocess tests start the command as a user would (``python -m regimes.cli``),
+The subprocess tests start the command as a user would (``python -m regimes``),
 interrupt it with SIGINT, kill it with SIGKILL, and rerun it; the final run must hold
 every (case, session, trial) exactly once.
 """
@@ -21,7 +21,7 @@ import pytest
 import regimes
 from collectors.spec import SweepSpec
 from regimes.cli import main
-from regimes.io import TRIAL_KEY
+from regimes.data.io import TRIAL_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_CPU = ROOT / "examples" / "sweeps" / "tiny-cpu.toml"
@@ -42,7 +42,7 @@ INTERRUPTIBLE = textwrap.dedent(
 
 
 def collect(spec: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "regimes.cli", "collect", str(spec), "-o", str(out), "-q", *extra]
+    return [sys.executable, "-m", "regimes", "collect", str(spec), "-o", str(out), "-q", *extra]
 
 
 def run(command: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -153,7 +153,7 @@ def test_max_seconds_stops_with_status_3_and_rerun_finishes(tmp_path, capsys):
 
 def test_cli_registration_does_not_import_torch():
     code = (
-        "import sys, regimes.cli as c\n"
+        "import sys, regimes.cli._main as c\n"
         "p = c._build_parser()\n"
         "assert p.parse_args(['collect', 'x.toml']).handler.__name__ == 'run_collect'\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"

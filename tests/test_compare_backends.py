@@ -16,7 +16,7 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError
-from regimes.backends_compare import compare_backends
+from regimes.explain.backends import compare_backends
 
 GRID = dict(n_budgets=16, budget_step=32)
 
@@ -140,7 +140,7 @@ def test_public_name():
 def test_published_mps_spike_is_specific_against_the_real_cuda_run():
     """Synthetic MPS trials around the published gpt2-medium means (labelled so in their
     device name) next to the real H200 run of the same model over the same grid."""
-    from regimes.simulate import published_gpt2_medium
+    from regimes.data.simulate import published_gpt2_medium
 
     mps = published_gpt2_medium(seed=0).trials
     cuda = regimes.load(Path(__file__).resolve().parents[1] / "examples" / "data"

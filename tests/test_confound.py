@@ -11,7 +11,7 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError
-from regimes.confound import memory_confound
+from regimes.explain.memory import memory_confound
 
 BUDGETS = np.arange(128, 769, 64)
 SPIKE = (448, 576)

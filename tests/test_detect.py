@@ -10,7 +10,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from regimes import RegimesWarning, detect_regimes
-from regimes.simulate import published_gpt2_medium, simulate_sweep
+from regimes.data.simulate import published_gpt2_medium, simulate_sweep
 
 # conditions of bench/accuracy.py; the tests run 40-60 curves where it runs 500+
 CONDITIONS = dict(n_budgets=(12, 30), trials=(3, 10), cv=(0.02, 0.15),

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from regimes import RegimesInputError, RegimesWarning, detect_regimes
-from regimes.simulate import published_gpt2_medium
+from regimes.data.simulate import published_gpt2_medium
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 import regimes
-from regimes.io import TRIAL_KEY, RunWriter, read_run
+from regimes.data.io import TRIAL_KEY, RunWriter, read_run
 
 
 def _row(budget, trial, order, **kw):

@@ -13,7 +13,7 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError
-from regimes.phases import attribute_phases
+from regimes.explain.phases import attribute_phases
 
 BUDGETS = np.arange(64, 1025, 64)
 SPIKE = (448, 576)

@@ -18,8 +18,8 @@ from test_report import SPIKE_RATIO, synthetic_sweeps, synthetic_trials
 
 from regimes import plot
 from regimes.detect import detect_regimes
-from regimes.schema import RegimesInputError
-from regimes.simulate import simulate_sweep
+from regimes.data.schema import RegimesInputError
+from regimes.data.simulate import simulate_sweep
 
 
 @pytest.fixture(scope="module")

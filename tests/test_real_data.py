@@ -76,7 +76,7 @@ def test_cuda_latency_stays_smooth_and_the_cache_never_collapses(cuda_run):
 def test_the_published_mps_window_is_smooth_on_cuda():
     """gpt2-medium over 480..656, where the published MPS run is 9-12x slower from 512 to
     624 than around it: on the H200 no budget there sits far off the trend."""
-    from regimes.simulate import PUBLISHED_GPT2_MEDIUM
+    from regimes.data.simulate import PUBLISHED_GPT2_MEDIUM
 
     run = regimes.read_run(DATA / "cuda-h200-gpt2-medium-window")
     assert set(run.trials["budget"]) == set(PUBLISHED_GPT2_MEDIUM)

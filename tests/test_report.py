@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 
 from regimes import RunWriter
-from regimes.report import RunReport, build_report, headlines
-from regimes.schema import RegimesInputError
-from regimes.simulate import Sweep, simulate_sweep
+from regimes.viz.html import RunReport, build_report, headlines
+from regimes.data.schema import RegimesInputError
+from regimes.data.simulate import Sweep, simulate_sweep
 
 GRID = 16
 SPIKE_RATIO = 6.0

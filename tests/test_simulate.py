@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from regimes import validate_trials
-from regimes.simulate import PUBLISHED_GPT2_MEDIUM, published_gpt2_medium, simulate_sweep
+from regimes.data.simulate import PUBLISHED_GPT2_MEDIUM, published_gpt2_medium, simulate_sweep
 
 
 def test_sweep_is_labelled_synthetic_and_valid() -> None:

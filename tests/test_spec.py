@@ -8,7 +8,7 @@ import pytest
 
 from collectors import spec as spec_module
 from collectors.spec import Case, SpecError, SweepSpec
-from regimes.schema import RegimesInputError
+from regimes.data.schema import RegimesInputError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "sweeps"
 

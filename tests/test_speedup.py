@@ -14,16 +14,16 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError, RegimesWarning
-from regimes.bootstrap import cell_summaries
-from regimes.flank_test import (
+from regimes._stats.bootstrap import cell_summaries
+from regimes._stats.flank_test import (
     Curve,
     flank_support,
     scan_intervals,
     supported_intervals,
     whole_curve_taus,
 )
-from regimes.resample import cell_replicates
-from regimes.simulate import (
+from regimes._stats.resample import cell_replicates
+from regimes.data.simulate import (
     PUBLISHED_GPT2_MEDIUM_CACHE,
     published_gpt2_medium_cache,
     simulate_sweep,
@@ -282,7 +282,7 @@ def test_missing_or_null_cache_column_is_a_clear_error():
 
 
 def test_chart_and_public_names(published_results):
-    from regimes.plot import speedup_chart
+    from regimes.viz.charts import speedup_chart
 
     spec = speedup_chart(published_results[0]).to_dict()
     assert spec["data"] or spec.get("datasets")

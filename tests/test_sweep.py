@@ -28,7 +28,7 @@ from collectors.sweep import (
     run_sweep,
     schedule,
 )
-from regimes.io import TRIAL_KEY, RunWriter, read_run
+from regimes.data.io import TRIAL_KEY, RunWriter, read_run
 
 TINY = {
     "models": ["tiny-gpt2"],

@@ -40,8 +40,8 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from .changepoints import default_degree, level_trends
-from .intervals import (
+from regimes._stats.changepoints import default_degree, level_trends
+from regimes._stats.intervals import (
     MIN_EDGE_FLANK,
     CurveEstimates,
     IntervalTests,

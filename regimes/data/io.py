@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from .schema import (
+from regimes.data.schema import (
     ERROR_SCHEMA,
     STEP_SCHEMA,
     TRIAL_SCHEMA,

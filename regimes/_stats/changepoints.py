@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import ruptures as rpt
 
-from .intervals import (
+from regimes._stats.intervals import (
     ContrastResults,
     CurveEstimates,
     SmoothTrend,

@@ -24,9 +24,9 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from . import plot
-from .io import Run, read_run
-from .schema import RegimesInputError, as_polars, validate_trials
+from regimes.viz import charts as plot
+from regimes.data.io import Run, read_run
+from regimes.data.schema import RegimesInputError, as_polars, validate_trials
 
 __all__ = ["ChartSection", "Explanation", "RunReport", "build_report", "headlines", "result_summary"]
 
@@ -285,7 +285,7 @@ def build_report(
     trials_raw = run.trials
     notes: list[str] = []
     if regimes is None:
-        from .detect import detect_regimes
+        from regimes.detect import detect_regimes
 
         regimes = detect_regimes(trials_raw, x=x, y=y, by=by, **detect_options)
     x, y, group_columns = plot.report_axes(regimes)
@@ -349,7 +349,7 @@ def _try_speedup(
     """The cache speedup when both cache settings were measured, else ``None``."""
     if "use_cache" not in trials.columns or trials["use_cache"].drop_nulls().n_unique() < 2:
         return None
-    from .speedup import cache_speedup
+    from regimes.speedup import cache_speedup
 
     options = {k: v for k, v in detect_options.items() if k in _SHARED_OPTIONS}
     speedup_by = None if by is None else [c for c in by if c != "use_cache"]
@@ -378,10 +378,10 @@ def _explanations(
     """
     if regimes.anomalies.height == 0:
         return []
-    from .alignment import align_boundaries
-    from .backends_compare import compare_backends
-    from .confound import memory_confound
-    from .phases import attribute_phases
+    from regimes.explain.alignment import align_boundaries
+    from regimes.explain.backends import compare_backends
+    from regimes.explain.memory import memory_confound
+    from regimes.explain.phases import attribute_phases
 
     _, _, group_columns = plot.report_axes(regimes)
     shared = {k: v for k, v in detect_options.items() if k in ("alpha", "level")}
@@ -564,7 +564,7 @@ def _now() -> str:
 
 
 def _version() -> str:
-    from . import __version__
+    from regimes import __version__
 
     return __version__
 

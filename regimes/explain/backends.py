@@ -31,11 +31,11 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from ._anomalies import group_label, read_report, summary_text
-from .detect import benjamini_hochberg, prepare_trials
-from .flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
-from .intervals import cell_levels
-from .schema import RegimesInputError, check_fraction
+from regimes.explain._anomalies import group_label, read_report, summary_text
+from regimes.detect import benjamini_hochberg, prepare_trials
+from regimes._stats.flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
+from regimes._stats.intervals import cell_levels
+from regimes.data.schema import RegimesInputError, check_fraction
 
 __all__ = ["BackendComparison", "compare_backends"]
 

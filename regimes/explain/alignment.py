@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ._anomalies import group_label, read_report, summary_text
-from .schema import RegimesInputError, validate_trials
+from regimes.explain._anomalies import group_label, read_report, summary_text
+from regimes.data.schema import RegimesInputError, validate_trials
 
 __all__ = ["BoundaryAlignment", "align_boundaries"]
 
@@ -128,7 +128,7 @@ def align_boundaries(
             f"prompt_tokens={prompts[0]} (measure the sweep again with another prompt length)"
         )
     if report is None:
-        from .detect import detect_regimes
+        from regimes.detect import detect_regimes
 
         report = detect_regimes(frame, x="budget", **detect_options)
     elif detect_options:

@@ -40,8 +40,8 @@ import polars as pl
 import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 
-from ._anomalies import AnomalyInput, group_label, read_report, summary_text
-from .schema import RegimesInputError, check_fraction, validate_trials
+from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
+from regimes.data.schema import RegimesInputError, check_fraction, validate_trials
 
 __all__ = ["MemoryConfound", "memory_confound"]
 

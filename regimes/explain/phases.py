@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ._anomalies import AnomalyInput, group_label, read_report, summary_text
-from .detect import prepare_trials
-from .intervals import cell_levels, trend_contrast
-from .resample import cell_replicates
-from .schema import RegimesInputError, check_fraction, check_n_boot
+from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
+from regimes.detect import prepare_trials
+from regimes._stats.intervals import cell_levels, trend_contrast
+from regimes._stats.resample import cell_replicates
+from regimes.data.schema import RegimesInputError, check_fraction, check_n_boot
 
 __all__ = ["PhaseAttribution", "attribute_phases"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from .schema import RegimesInputError
+from regimes.data.schema import RegimesInputError
 
 __all__ = [
     "ANOMALY_FIELDS",

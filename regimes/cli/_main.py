@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .schema import RegimesInputError
+from regimes.data.schema import RegimesInputError
 
 EXIT_USAGE = 2
 
@@ -23,7 +23,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Measure decode latency across decoding budgets and find where it "
         "leaves its smooth trend.",
     )
-    from . import __version__
+    from regimes import __version__
 
     parser.add_argument("--version", action="version", version=f"regimes {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -31,7 +31,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     register_collect(sub)
     try:
-        from .commands import register as register_analysis
+        from regimes.cli._analysis import register as register_analysis
     except ImportError:  # analysis commands not present in this build
         pass
     else:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .bootstrap import block_size, hierarchical_medians
+from regimes._stats.bootstrap import block_size, hierarchical_medians
 
 __all__ = ["CellReplicates", "cell_replicates"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from .schema import RegimesInputError
+from regimes.data.schema import RegimesInputError
 
 __all__ = ["register", "run_analyze", "run_report"]
 
@@ -107,10 +107,10 @@ def _detect_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Handler of ``regimes analyze``."""
-    from .io import read_run
-    from .report import headlines, result_summary
+    from regimes.data.io import read_run
+    from regimes.viz.html import headlines, result_summary
 
-    from .detect import detect_regimes
+    from regimes.detect import detect_regimes
 
     run = read_run(args.run)
     result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **_detect_options(args))
@@ -134,8 +134,8 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     """Handler of ``regimes report``."""
-    from .io import read_run
-    from .report import build_report
+    from regimes.data.io import read_run
+    from regimes.viz.html import build_report
 
     if args.output.suffix.lower() not in (".html", ".htm"):
         raise RegimesInputError(f"the report is HTML: give -o a .html path, not {str(args.output)!r}")

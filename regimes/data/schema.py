@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from regimes.errors import RegimesInputError, RegimesWarning
+
 __all__ = [
     "CASE_COLUMNS",
     "ERROR_SCHEMA",
@@ -27,14 +29,6 @@ __all__ = [
     "empty_trials",
     "validate_trials",
 ]
-
-
-class RegimesInputError(ValueError):
-    """Input that the analysis cannot use; the message names the problem."""
-
-
-class RegimesWarning(UserWarning):
-    """Input the analysis could use only after a documented change (rows dropped, say)."""
 
 
 TRIAL_SCHEMA: dict[str, pl.DataType] = {

@@ -24,7 +24,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from .schema import CASE_COLUMNS, RegimesInputError, validate_trials
+from regimes.data.schema import CASE_COLUMNS, RegimesInputError, validate_trials
 
 __all__ = [
     "GROUP_FIELD",

@@ -1,0 +1,1 @@
+"""The trial table: its schema and validation, runs on disk, and synthetic sweeps."""

@@ -1,0 +1,1 @@
+"""Explanations of detected anomalies: phases, memory, backends, boundary alignment."""

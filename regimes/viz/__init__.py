@@ -1,0 +1,1 @@
+"""Charts (Altair) and the offline HTML report."""
