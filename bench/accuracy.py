@@ -38,8 +38,13 @@ from regimes.data.simulate import published_gpt2_medium, simulate_sweep
 
 STEP = 16
 CONDITIONS = dict(
-    n_budgets=(12, 40), budget_step=STEP, trials=(3, 10), cv=(0.02, 0.15),
-    hiccup_rate=(0.0, 0.03), hiccup_ratio=(1.5, 3.0), session_cv=(0.0, 0.10),
+    n_budgets=(12, 40),
+    budget_step=STEP,
+    trials=(3, 10),
+    cv=(0.02, 0.15),
+    hiccup_rate=(0.0, 0.03),
+    hiccup_ratio=(1.5, 3.0),
+    session_cv=(0.0, 0.10),
     cell_cv=(0.0, 0.03),
 )
 
@@ -56,27 +61,61 @@ SCENARIOS = [
     Scenario("null: smooth", "none", {"sessions": (1, 3)}, True),
     Scenario("null: slope change", "slope", {"sessions": (1, 3)}, True),
     Scenario("null: one slow process", "slow_process", {"sessions": (2, 3)}, True),
-    Scenario("spike >= 2x, 2-4 budgets", "spike", {"sessions": (1, 3), "ratio": (2.0, 4.0), "width": (2, 4)}, False),
-    Scenario("plateau >= 2x, 30-60 % of grid", "plateau", {"sessions": (1, 3), "ratio": (2.0, 10.0)}, False),
-    Scenario("spike 1.5x, 2-4 budgets", "spike", {"sessions": (1, 3), "ratio": 1.5, "width": (2, 4)}, False),
-    Scenario("spike >= 2x, single budget", "spike", {"sessions": (1, 3), "ratio": (2.0, 4.0), "width": 1}, False),
+    Scenario(
+        "spike >= 2x, 2-4 budgets",
+        "spike",
+        {"sessions": (1, 3), "ratio": (2.0, 4.0), "width": (2, 4)},
+        False,
+    ),
+    Scenario(
+        "plateau >= 2x, 30-60 % of grid",
+        "plateau",
+        {"sessions": (1, 3), "ratio": (2.0, 10.0)},
+        False,
+    ),
+    Scenario(
+        "spike 1.5x, 2-4 budgets",
+        "spike",
+        {"sessions": (1, 3), "ratio": 1.5, "width": (2, 4)},
+        False,
+    ),
+    Scenario(
+        "spike >= 2x, single budget",
+        "spike",
+        {"sessions": (1, 3), "ratio": (2.0, 4.0), "width": 1},
+        False,
+    ),
     Scenario("step >= 2x", "step", {"sessions": (1, 3), "ratio": (2.0, 4.0)}, False),
 ]
 
 
-def make_curves(scenario: Scenario, n_curves: int, seed: int) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+def make_curves(
+    scenario: Scenario, n_curves: int, seed: int
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """Synthetic curves of one scenario, split over trends and session designs."""
     frames, truths = [], []
     quarter = n_curves // 4
     sizes = [quarter, quarter, quarter, n_curves - 3 * quarter]
     combos = [(t, d) for t in ("linear", "quadratic") for d in ("shared", "per_cell")]
     for k, ((trend, design), size) in enumerate(zip(combos, sizes)):
-        sweep = simulate_sweep(size, anomaly=scenario.anomaly, trend=trend, session_design=design,
-                               seed=seed * 100 + k, **CONDITIONS, **scenario.options)
+        sweep = simulate_sweep(
+            size,
+            anomaly=scenario.anomaly,
+            trend=trend,
+            session_design=design,
+            seed=seed * 100 + k,
+            **CONDITIONS,
+            **scenario.options,
+        )
         prefix = f"{trend}-{design}-"
         trials = sweep.trials.with_columns((pl.lit(prefix) + pl.col("model")).alias("model"))
-        truths.append(sweep.truth.with_columns((pl.lit(prefix) + pl.col("model")).alias("model"),
-                                               pl.lit(trend).alias("trend"), pl.lit(design).alias("design")))
+        truths.append(
+            sweep.truth.with_columns(
+                (pl.lit(prefix) + pl.col("model")).alias("model"),
+                pl.lit(trend).alias("trend"),
+                pl.lit(design).alias("design"),
+            )
+        )
         frames.extend(trials.partition_by("model", maintain_order=True))
     return frames, pl.concat(truths, how="diagonal_relaxed")
 
@@ -85,9 +124,12 @@ def analyse(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
         rep = detect_regimes(frame)
-    return (rep.anomalies.select("model", "start", "end", "ratio", "ratio_low", "ratio_high",
-                                 "recovered", "kind"),
-            rep.change_points.select("model", "x_before", "x_after", "ratio", "significant"))
+    return (
+        rep.anomalies.select(
+            "model", "start", "end", "ratio", "ratio_low", "ratio_high", "recovered", "kind"
+        ),
+        rep.change_points.select("model", "x_before", "x_after", "ratio", "significant"),
+    )
 
 
 def rate(hits: int, n: int) -> str:
@@ -95,38 +137,63 @@ def rate(hits: int, n: int) -> str:
     return f"{hits / n if n else float('nan'):.3f}  ({hits}/{n}; 95% CI {low:.3f}-{high:.3f})"
 
 
-def score(scenario: Scenario, truth: pl.DataFrame, anomalies: pl.DataFrame,
-          changes: pl.DataFrame) -> list[str]:
+def score(
+    scenario: Scenario, truth: pl.DataFrame, anomalies: pl.DataFrame, changes: pl.DataFrame
+) -> list[str]:
     n = truth.height
     flagged = anomalies.get_column("model").unique()
     if scenario.null:
         hits = truth.filter(pl.col("model").is_in(flagged.implode())).height
-        by = (truth.with_columns(pl.col("model").is_in(flagged.implode()).alias("hit"))
-              .group_by("design").agg(pl.col("hit").sum(), pl.len()).sort("design"))
+        by = (
+            truth.with_columns(pl.col("model").is_in(flagged.implode()).alias("hit"))
+            .group_by("design")
+            .agg(pl.col("hit").sum(), pl.len())
+            .sort("design")
+        )
         lines = [f"  share of curves with any anomaly: {rate(hits, n)}"]
-        lines += [f"    sessions {r['design']}: {rate(int(r['hit']), int(r['len']))}"
-                  for r in by.iter_rows(named=True)]
+        lines += [
+            f"    sessions {r['design']}: {rate(int(r['hit']), int(r['len']))}"
+            for r in by.iter_rows(named=True)
+        ]
         return lines
-    joined = anomalies.join(truth.select("model", pl.col("start").alias("t_start"),
-                                         pl.col("end").alias("t_end"), pl.col("ratio").alias("t_ratio")),
-                            on="model")
-    overlap = joined.filter((pl.col("start") <= pl.col("t_end")) & (pl.col("end") >= pl.col("t_start")))
+    joined = anomalies.join(
+        truth.select(
+            "model",
+            pl.col("start").alias("t_start"),
+            pl.col("end").alias("t_end"),
+            pl.col("ratio").alias("t_ratio"),
+        ),
+        on="model",
+    )
+    overlap = joined.filter(
+        (pl.col("start") <= pl.col("t_end")) & (pl.col("end") >= pl.col("t_start"))
+    )
     found = overlap.get_column("model").unique()
-    exact = overlap.filter(((pl.col("start") - pl.col("t_start")).abs() <= STEP)
-                           & ((pl.col("end") - pl.col("t_end")).abs() <= STEP))
-    covered = overlap.filter((pl.col("ratio_low") <= pl.col("t_ratio")) & (pl.col("ratio_high") >= pl.col("t_ratio")))
+    exact = overlap.filter(
+        ((pl.col("start") - pl.col("t_start")).abs() <= STEP)
+        & ((pl.col("end") - pl.col("t_end")).abs() <= STEP)
+    )
+    covered = overlap.filter(
+        (pl.col("ratio_low") <= pl.col("t_ratio")) & (pl.col("ratio_high") >= pl.col("t_ratio"))
+    )
     lines = [
         f"  recall (an anomaly overlaps the truth): {rate(found.len(), n)}",
         f"  both boundaries within one grid step: {rate(exact.get_column('model').n_unique(), found.len())} of those found",
         f"  precision of reported intervals: {rate(overlap.height, anomalies.height)}",
         f"  ratio CI covers the true ratio: {rate(covered.height, overlap.height)}",
         "  estimated / true ratio: median {:.3f}, 10-90 % {:.3f}-{:.3f}".format(
-            *overlap.select((pl.col("ratio") / pl.col("t_ratio")).quantile(q).alias(str(q)) for q in (0.5, 0.1, 0.9)).row(0)
-        ) if overlap.height else "  estimated / true ratio: -",
+            *overlap.select(
+                (pl.col("ratio") / pl.col("t_ratio")).quantile(q).alias(str(q))
+                for q in (0.5, 0.1, 0.9)
+            ).row(0)
+        )
+        if overlap.height
+        else "  estimated / true ratio: -",
     ]
     if scenario.anomaly == "step":
         at_step = changes.join(truth.select("model", "start"), on="model").filter(
-            pl.col("significant") & ((pl.col("x_after") - pl.col("start")).abs() <= STEP))
+            pl.col("significant") & ((pl.col("x_after") - pl.col("start")).abs() <= STEP)
+        )
         as_step = overlap.filter(pl.col("kind") == "step")
         as_spike = overlap.filter(pl.col("recovered"))
         lines += [

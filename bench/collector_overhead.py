@@ -42,8 +42,12 @@ def _bare_generate(loaded, backend, input_ids, budget: int, use_cache: bool) -> 
             backend.synchronize()
             start = perf_counter()
             loaded.model.generate(
-                input_ids, attention_mask=mask, max_new_tokens=budget, min_new_tokens=budget,
-                do_sample=False, use_cache=use_cache,
+                input_ids,
+                attention_mask=mask,
+                max_new_tokens=budget,
+                min_new_tokens=budget,
+                do_sample=False,
+                use_cache=use_cache,
             )
             backend.synchronize()
             return perf_counter() - start
@@ -51,11 +55,18 @@ def _bare_generate(loaded, backend, input_ids, budget: int, use_cache: bool) -> 
     return run
 
 
-def _collector(loaded, backend, input_ids, budget, use_cache, engine, instrument) -> Callable[[], float]:
+def _collector(
+    loaded, backend, input_ids, budget, use_cache, engine, instrument
+) -> Callable[[], float]:
     def run() -> float:
         return run_generation(
-            loaded, backend, input_ids, budget=budget, use_cache=use_cache,
-            engine=engine, instrument=instrument,
+            loaded,
+            backend,
+            input_ids,
+            budget=budget,
+            use_cache=use_cache,
+            engine=engine,
+            instrument=instrument,
         ).latency_s
 
     return run
@@ -100,14 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-cache", action="store_true", help="measure with the KV cache off")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for the run")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads for the run"
+    )
     args = parser.parse_args(argv)
 
     if args.threads:
         torch.set_num_threads(args.threads)
     backend = get_backend(args.backend)
     if not backend.is_available():
-        print(f"backend {args.backend} unavailable: {backend.unavailable_reason()}", file=sys.stderr)
+        print(
+            f"backend {args.backend} unavailable: {backend.unavailable_reason()}", file=sys.stderr
+        )
         return 2
     loaded = load_model(args.model, dtype=args.dtype, device=backend)
     input_ids = make_prompt(args.prompt, loaded.vocab_size).to(backend.torch_device)
@@ -122,11 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for budget in args.budgets:
+
         def arm(engine: str, instrument: bool) -> Callable[[], float]:
             return _collector(loaded, backend, input_ids, budget, use_cache, engine, instrument)
 
         comparisons = {
-            "overhead (A=collector)": (arm("generate", False), _bare_generate(loaded, backend, input_ids, budget, use_cache)),
+            "overhead (A=collector)": (
+                arm("generate", False),
+                _bare_generate(loaded, backend, input_ids, budget, use_cache),
+            ),
             "instrumented generate": (arm("generate", True), arm("generate", False)),
             "instrumented loop": (arm("loop", True), arm("loop", False)),
             "loop / generate": (arm("loop", False), arm("generate", False)),

@@ -38,15 +38,27 @@ from regimes.data.simulate import simulate_sweep
 NOISE = dict(cv=(0.02, 0.15), hiccup_rate=(0.0, 0.03), session_cv=(0.0, 0.05))
 
 
-def sweep(n_curves: int, n_budgets: int, trials: int, sessions: int = 1, seed: int = 0) -> pl.DataFrame:
+def sweep(
+    n_curves: int, n_budgets: int, trials: int, sessions: int = 1, seed: int = 0
+) -> pl.DataFrame:
     """Synthetic sweep: 80 % smooth curves, 10 % spikes, 10 % steps."""
     parts = []
     for k, (kind, share) in enumerate((("none", 0.8), ("spike", 0.1), ("step", 0.1))):
         count = max(1, int(round(n_curves * share)))
-        trials_frame = simulate_sweep(count, anomaly=kind, n_budgets=n_budgets, trials=trials,
-                                      sessions=sessions, ratio=(2.0, 4.0), width=(2, 4),
-                                      seed=seed * 10 + k, **NOISE).trials
-        parts.append(trials_frame.with_columns((pl.lit(f"{kind}-") + pl.col("model")).alias("model")))
+        trials_frame = simulate_sweep(
+            count,
+            anomaly=kind,
+            n_budgets=n_budgets,
+            trials=trials,
+            sessions=sessions,
+            ratio=(2.0, 4.0),
+            width=(2, 4),
+            seed=seed * 10 + k,
+            **NOISE,
+        ).trials
+        parts.append(
+            trials_frame.with_columns((pl.lit(f"{kind}-") + pl.col("model")).alias("model"))
+        )
     return pl.concat(parts)
 
 
@@ -72,8 +84,9 @@ def straightforward(frame: pl.DataFrame) -> int:
         medians = []
         for _, cell in curve.sort("budget").group_by("budget", maintain_order=True):
             values = cell["latency_s"].to_numpy()
-            stats.bootstrap((values,), np.median, n_resamples=2000, method="percentile",
-                            random_state=0)
+            stats.bootstrap(
+                (values,), np.median, n_resamples=2000, method="percentile", random_state=0
+            )
             medians.append(np.median(values))
         signal = np.log(np.asarray(medians)).reshape(-1, 1)
         found += len(rpt.Pelt(model="l2").fit(signal).predict(pen=3 * np.log(len(medians)))) - 1
@@ -83,40 +96,56 @@ def straightforward(frame: pl.DataFrame) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--slice", type=int, default=20, help="curves for the straightforward pipeline")
+    parser.add_argument(
+        "--slice", type=int, default=20, help="curves for the straightforward pipeline"
+    )
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f} (other work on the machine slows every figure alike)")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f} (other work on the machine slows every figure alike)"
+    )
 
     frame = sweep(1000, 50, 20)
-    print(f"\n1. {frame.height:,} rows: {frame['model'].n_unique()} curves x 50 budgets x 20 trials")
+    print(
+        f"\n1. {frame.height:,} rows: {frame['model'].n_unique()} curves x 50 budgets x 20 trials"
+    )
     seconds, rep = timed(lambda: detect(frame), args.repeats)
-    print(f"   detect_regimes (n_boot=2000): median {seconds:.2f} s over {args.repeats} runs; "
-          f"{rep.anomalies.height} anomalies, "
-          f"{rep.change_points.filter(pl.col('significant')).height} significant change points")
+    print(
+        f"   detect_regimes (n_boot=2000): median {seconds:.2f} s over {args.repeats} runs; "
+        f"{rep.anomalies.height} anomalies, "
+        f"{rep.change_points.filter(pl.col('significant')).height} significant change points"
+    )
 
     curves = frame["model"].unique(maintain_order=True).head(args.slice)
     part = frame.filter(pl.col("model").is_in(curves.implode()))
     base_seconds, _ = timed(lambda: straightforward(part), 1)
     ours_part, _ = timed(lambda: detect(part), args.repeats)
     scale = frame["model"].n_unique() / args.slice
-    print(f"\n2. straightforward pipeline on {args.slice} curves ({part.height:,} rows): "
-          f"{base_seconds:.2f} s -> {base_seconds * scale:.0f} s extrapolated to all curves")
+    print(
+        f"\n2. straightforward pipeline on {args.slice} curves ({part.height:,} rows): "
+        f"{base_seconds:.2f} s -> {base_seconds * scale:.0f} s extrapolated to all curves"
+    )
     print(f"   detect_regimes on the same slice: {ours_part:.3f} s")
-    print(f"   speed ratio on the 1M rows: {base_seconds * scale / seconds:.0f}x "
-          f"(extrapolated straightforward / measured detect_regimes)")
+    print(
+        f"   speed ratio on the 1M rows: {base_seconds * scale / seconds:.0f}x "
+        f"(extrapolated straightforward / measured detect_regimes)"
+    )
 
     print("\n3. budgets per curve at 1M rows (20 trials):")
     print(f"   {'budgets':>8} {'curves':>7} {'seconds':>8} {'us/row':>7}")
     for n_budgets, n_curves in ((50, 1000), (500, 100), (5000, 10)):
         data = sweep(n_curves, n_budgets, 20, seed=n_budgets)
         secs, _ = timed(lambda: detect(data), args.repeats)
-        print(f"   {n_budgets:>8} {data['model'].n_unique():>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}")
+        print(
+            f"   {n_budgets:>8} {data['model'].n_unique():>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}"
+        )
 
     multi = sweep(200, 50, 7, sessions=3, seed=5)
     secs, _ = timed(lambda: detect(multi), args.repeats)
-    print(f"\n4. multi-session cells (hierarchical bootstrap, 2,000 resamples): "
-          f"{multi.height:,} rows = 200 curves x 50 budgets x 3 sessions x 7 trials: {secs:.2f} s")
+    print(
+        f"\n4. multi-session cells (hierarchical bootstrap, 2,000 resamples): "
+        f"{multi.height:,} rows = 200 curves x 50 budgets x 3 sessions x 7 trials: {secs:.2f} s"
+    )
 
 
 if __name__ == "__main__":

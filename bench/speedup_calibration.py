@@ -51,46 +51,97 @@ class Scenario:
 
 NOISE = dict(trials=(3, 6), cv=(0.03, 0.15), hiccup_rate=(0.0, 0.03), session_cv=(0.0, 0.08))
 SCENARIOS = [
-    Scenario("rising, 6 budgets, process per budget", dict(n_budgets=6, budget_step=128),
-             {**NOISE, "sessions": 1, "session_design": "per_cell"}, False),
-    Scenario("rising, 12 budgets, 1-2 shared sessions", dict(n_budgets=12, budget_step=32),
-             {**NOISE, "sessions": (1, 2)}, False),
-    Scenario("rising, 24 budgets, process per budget", dict(n_budgets=24, budget_step=32),
-             {**NOISE, "sessions": 1, "session_design": "per_cell", "cell_cv": (0.0, 0.03)},
-             False),
-    Scenario("flat ~1, 6 budgets, process per budget", dict(n_budgets=6, budget_step=128),
-             {**NOISE, "sessions": 1, "session_design": "per_cell"}, True),
-    Scenario("flat ~1, 32 budgets, 2 sessions, CV 10-25 % (H200-like)",
-             dict(n_budgets=32, budget_step=16),
-             {**NOISE, "cv": (0.10, 0.25), "trials": (4, 5), "sessions": 2}, True),
+    Scenario(
+        "rising, 6 budgets, process per budget",
+        dict(n_budgets=6, budget_step=128),
+        {**NOISE, "sessions": 1, "session_design": "per_cell"},
+        False,
+    ),
+    Scenario(
+        "rising, 12 budgets, 1-2 shared sessions",
+        dict(n_budgets=12, budget_step=32),
+        {**NOISE, "sessions": (1, 2)},
+        False,
+    ),
+    Scenario(
+        "rising, 24 budgets, process per budget",
+        dict(n_budgets=24, budget_step=32),
+        {**NOISE, "sessions": 1, "session_design": "per_cell", "cell_cv": (0.0, 0.03)},
+        False,
+    ),
+    Scenario(
+        "flat ~1, 6 budgets, process per budget",
+        dict(n_budgets=6, budget_step=128),
+        {**NOISE, "sessions": 1, "session_design": "per_cell"},
+        True,
+    ),
+    Scenario(
+        "flat ~1, 32 budgets, 2 sessions, CV 10-25 % (H200-like)",
+        dict(n_budgets=32, budget_step=16),
+        {**NOISE, "cv": (0.10, 0.25), "trials": (4, 5), "sessions": 2},
+        True,
+    ),
     # process factors far above the trial noise: the between-cell variance dwarfs
     # what a cell's replicates show
-    Scenario("rising, 6 budgets, process factor >> trial noise", dict(n_budgets=6, budget_step=128),
-             {**NOISE, "cv": (0.01, 0.04), "session_cv": (0.05, 0.12), "sessions": 1,
-              "session_design": "per_cell"}, False),
-    Scenario("flat ~1, 12 budgets, process factor >> trial noise",
-             dict(n_budgets=12, budget_step=32),
-             {**NOISE, "cv": (0.01, 0.04), "session_cv": (0.05, 0.12), "sessions": 1,
-              "session_design": "per_cell"}, True),
-    Scenario("rising, 24 budgets, kernel wobble per budget >> trial noise",
-             dict(n_budgets=24, budget_step=32),
-             {**NOISE, "cv": (0.01, 0.04), "cell_cv": (0.04, 0.10), "sessions": (1, 2)}, False),
+    Scenario(
+        "rising, 6 budgets, process factor >> trial noise",
+        dict(n_budgets=6, budget_step=128),
+        {
+            **NOISE,
+            "cv": (0.01, 0.04),
+            "session_cv": (0.05, 0.12),
+            "sessions": 1,
+            "session_design": "per_cell",
+        },
+        False,
+    ),
+    Scenario(
+        "flat ~1, 12 budgets, process factor >> trial noise",
+        dict(n_budgets=12, budget_step=32),
+        {
+            **NOISE,
+            "cv": (0.01, 0.04),
+            "session_cv": (0.05, 0.12),
+            "sessions": 1,
+            "session_design": "per_cell",
+        },
+        True,
+    ),
+    Scenario(
+        "rising, 24 budgets, kernel wobble per budget >> trial noise",
+        dict(n_budgets=24, budget_step=32),
+        {**NOISE, "cv": (0.01, 0.04), "cell_cv": (0.04, 0.10), "sessions": (1, 2)},
+        False,
+    ),
 ]
 
 
 POWER = [
-    Scenario("cache-on spike 2-4x over 2-4 budgets, 12 budgets", dict(n_budgets=12, budget_step=32),
-             {**NOISE, "sessions": (1, 2), "anomaly": "spike", "width": (2, 4)}, False),
-    Scenario("cache-on spike 2-4x over 2-4 budgets, 24 budgets", dict(n_budgets=24, budget_step=32),
-             {**NOISE, "sessions": (1, 2), "anomaly": "spike", "width": (2, 4)}, False),
-    Scenario("cache-on plateau 2-4x over 30-60 % of 24 budgets", dict(n_budgets=24, budget_step=32),
-             {**NOISE, "sessions": (1, 2), "anomaly": "plateau"}, False),
+    Scenario(
+        "cache-on spike 2-4x over 2-4 budgets, 12 budgets",
+        dict(n_budgets=12, budget_step=32),
+        {**NOISE, "sessions": (1, 2), "anomaly": "spike", "width": (2, 4)},
+        False,
+    ),
+    Scenario(
+        "cache-on spike 2-4x over 2-4 budgets, 24 budgets",
+        dict(n_budgets=24, budget_step=32),
+        {**NOISE, "sessions": (1, 2), "anomaly": "spike", "width": (2, 4)},
+        False,
+    ),
+    Scenario(
+        "cache-on plateau 2-4x over 30-60 % of 24 budgets",
+        dict(n_budgets=24, budget_step=32),
+        {**NOISE, "sessions": (1, 2), "anomaly": "plateau"},
+        False,
+    ),
 ]
 
 
 def smooth_pair(scenario: Scenario, seed: int) -> pl.DataFrame:
     """Synthetic cache-on and cache-off trials of one model with a smooth speedup (or,
-    with an ``anomaly`` in the scenario's noise, a cache-on anomaly: a collapse)."""
+    with an ``anomaly`` in the scenario's noise, a cache-on anomaly: a collapse).
+    """
     return _pair(scenario, seed)[0]
 
 
@@ -98,12 +149,24 @@ def _pair(scenario: Scenario, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     rng = np.random.default_rng(seed)
     intercept, per_token = float(rng.uniform(0.02, 0.2)), float(rng.uniform(0.002, 0.02))
     noise = {k: v for k, v in scenario.noise.items() if k not in ("anomaly", "width")}
-    cache_on = simulate_sweep(1, **scenario.grid, **scenario.noise, intercept_s=intercept,
-                              per_token_s=per_token, seed=2 * seed)
+    cache_on = simulate_sweep(
+        1,
+        **scenario.grid,
+        **scenario.noise,
+        intercept_s=intercept,
+        per_token_s=per_token,
+        seed=2 * seed,
+    )
     on = cache_on.trials
-    off_trend = (dict(intercept_s=intercept, per_token_s=per_token) if scenario.flat else
-                 dict(trend="quadratic", intercept_s=intercept,
-                      per_token_s=per_token * float(rng.uniform(3.0, 10.0))))
+    off_trend = (
+        dict(intercept_s=intercept, per_token_s=per_token)
+        if scenario.flat
+        else dict(
+            trend="quadratic",
+            intercept_s=intercept,
+            per_token_s=per_token * float(rng.uniform(3.0, 10.0)),
+        )
+    )
     off = simulate_sweep(1, **scenario.grid, **noise, **off_trend, seed=2 * seed + 1).trials
     off = off.with_columns(pl.lit(False).alias("use_cache"), pl.col("session") + 10_000)
     return pl.concat([on, off], how="diagonal_relaxed"), cache_on.truth
@@ -119,7 +182,8 @@ def _null_curve(job: tuple[int, int]) -> int:
 
 def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
     """Whether a reported collapse overlaps the true cache-on anomaly, and whether one
-    matches its boundaries to one grid step."""
+    matches its boundaries to one grid step.
+    """
     scenario, seed = POWER[job[0]], job[1]
     trials, truth = _pair(scenario, seed)
     with warnings.catch_warnings():
@@ -128,20 +192,26 @@ def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
     row = truth.row(0, named=True)
     step = scenario.grid["budget_step"]
     overlap = found.filter((pl.col("start") <= row["end"]) & (pl.col("end") >= row["start"]))
-    exact = overlap.filter(((pl.col("start") - row["start"]).abs() <= step)
-                           & ((pl.col("end") - row["end"]).abs() <= step))
+    exact = overlap.filter(
+        ((pl.col("start") - row["start"]).abs() <= step)
+        & ((pl.col("end") - row["end"]).abs() <= step)
+    )
     return overlap.height > 0, exact.height > 0
 
 
 def _published(seed: int) -> tuple[bool, bool, bool]:
     result = cache_speedup(published_gpt2_medium_cache(seed=seed), n_boot=1000, seed=seed)
     found = result.collapses
-    exact = found.height == 1 and found.row(0, named=True)["start"] == 512 == found.row(
-        0, named=True)["end"]
+    exact = (
+        found.height == 1
+        and found.row(0, named=True)["start"] == 512 == found.row(0, named=True)["end"]
+    )
     table = result.speedup
     at = table.filter(pl.col("budget") == 512)
-    apart = float(at.get_column("ci_high")[0]) < table.filter(
-        pl.col("budget") != 512).get_column("ci_low").min()
+    apart = (
+        float(at.get_column("ci_high")[0])
+        < table.filter(pl.col("budget") != 512).get_column("ci_low").min()
+    )
     return exact, found.height > 0 and not exact, apart
 
 
@@ -158,17 +228,22 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        print(f"Null scenarios ({args.curves} curves each, alpha = {ALPHA}): share of curves "
-              "with any reported collapse")
+        print(
+            f"Null scenarios ({args.curves} curves each, alpha = {ALPHA}): share of curves "
+            "with any reported collapse"
+        )
         for k, scenario in enumerate(SCENARIOS):
             hits = sum(pool.map(_null_curve, [(k, s) for s in range(args.curves)], chunksize=8))
             print(f"  {scenario.name:<58} {_share(hits, args.curves)}")
-        print(f"Collapses ({args.curves} curves each): recall (overlap), boundaries within "
-              "one step")
+        print(
+            f"Collapses ({args.curves} curves each): recall (overlap), boundaries within one step"
+        )
         for k, scenario in enumerate(POWER):
             found = list(pool.map(_power_curve, [(k, s) for s in range(args.curves)], chunksize=8))
-            print(f"  {scenario.name:<58} {_share(sum(f[0] for f in found), args.curves)}; "
-                  f"exact {_share(sum(f[1] for f in found), args.curves)}")
+            print(
+                f"  {scenario.name:<58} {_share(sum(f[0] for f in found), args.curves)}; "
+                f"exact {_share(sum(f[1] for f in found), args.curves)}"
+            )
         outcomes = list(pool.map(_published, range(args.seeds)))
     exact, other, apart = (sum(o[i] for o in outcomes) for i in range(3))
     print(f"Published cache table, 5 synthetic trials per cell at 10 % CV ({args.seeds} seeds)")

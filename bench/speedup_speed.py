@@ -51,8 +51,9 @@ def synthetic_pair(n_budgets: int) -> pl.DataFrame:
     grid = dict(n_budgets=n_budgets, budget_step=16, trials=5, cv=0.1, seed=1)
     on = simulate_sweep(1, per_token_s=0.004, **grid).trials
     off = simulate_sweep(1, per_token_s=0.02, trend="quadratic", **grid).trials
-    return pl.concat([on, off.with_columns(pl.lit(False).alias("use_cache"),
-                                           pl.col("session") + 1)])
+    return pl.concat(
+        [on, off.with_columns(pl.lit(False).alias("use_cache"), pl.col("session") + 1)]
+    )
 
 
 def one_by_one(curve, total_var, intervals):
@@ -69,15 +70,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     warnings.simplefilter("ignore", RegimesWarning)
-    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"median of {args.repeats} runs")
+    print(
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"median of {args.repeats} runs"
+    )
     real = regimes.load(REAL_RUN)
     cache_speedup(real, n_boot=50)  # imports and first-call set-up out of the timings
-    print(f"real CUDA run, 32 budgets: cache_speedup {median_time(lambda: cache_speedup(real), args.repeats):.3f} s"
-          f" (n_boot=2000); with n_boot=1 (the scan and cell levels) "
-          f"{median_time(lambda: cache_speedup(real, n_boot=1), args.repeats):.3f} s")
-    print(f"{'budgets':>8} {'intervals':>10} {'seconds':>9} {'ms/interval':>12} "
-          f"{'one-by-one s':>13} {'ratio':>6}")
+    print(
+        f"real CUDA run, 32 budgets: cache_speedup {median_time(lambda: cache_speedup(real), args.repeats):.3f} s"
+        f" (n_boot=2000); with n_boot=1 (the scan and cell levels) "
+        f"{median_time(lambda: cache_speedup(real, n_boot=1), args.repeats):.3f} s"
+    )
+    print(
+        f"{'budgets':>8} {'intervals':>10} {'seconds':>9} {'ms/interval':>12} "
+        f"{'one-by-one s':>13} {'ratio':>6}"
+    )
     batched = flank_test.interval_trends
     for n_budgets in (8, 16, 32, 64, 128):
         df = synthetic_pair(n_budgets)
@@ -88,8 +95,10 @@ def main() -> None:
             slow = median_time(lambda: cache_speedup(df, n_boot=1), max(1, args.repeats // 2))
         finally:
             flank_test.interval_trends = batched
-        print(f"{n_budgets:>8} {n_intervals:>10} {fast:>9.3f} {1e3 * fast / max(1, n_intervals):>12.3f} "
-              f"{slow:>13.3f} {slow / fast:>6.1f}")
+        print(
+            f"{n_budgets:>8} {n_intervals:>10} {fast:>9.3f} {1e3 * fast / max(1, n_intervals):>12.3f} "
+            f"{slow:>13.3f} {slow / fast:>6.1f}"
+        )
 
 
 if __name__ == "__main__":

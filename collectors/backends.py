@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+
 import psutil
 import torch
 
@@ -257,7 +258,9 @@ class MpsBackend(Backend):
     def device_name(self) -> str:
         # On Apple silicon the CPU brand string names the whole chip ("Apple M3 Max"),
         # which is also the GPU; torch.mps offers no device-name query.
-        return sysctl_value("machdep.cpu.brand_string") or platform.processor() or "Apple MPS device"
+        return (
+            sysctl_value("machdep.cpu.brand_string") or platform.processor() or "Apple MPS device"
+        )
 
     def synchronize(self) -> None:
         torch.mps.synchronize()

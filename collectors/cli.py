@@ -27,20 +27,35 @@ __all__ = ["register", "run_collect"]
 def register(subparsers: Any) -> None:
     """Add the ``collect`` subcommand to the ``regimes`` command's subparsers."""
     collect = subparsers.add_parser(
-        "collect", help="measure latency over a sweep spec (TOML) into a run directory",
+        "collect",
+        help="measure latency over a sweep spec (TOML) into a run directory",
         description="Run every case of a sweep spec (models x backends x dtypes x cache x "
         "prompt lengths x budgets) in a shuffled, interleaved order, writing each trial to "
         "RUN_DIR as soon as it finishes. Rerun the same command to resume.",
     )
     collect.add_argument("spec", type=Path, help="the sweep spec, a TOML file")
-    collect.add_argument("-o", "--output", type=Path, default=None, metavar="RUN_DIR",
-                         help="run directory to create or resume (default: runs/<spec name>)")
-    collect.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                         help="stop cleanly after the trial in flight (and after the first measured "
-                         "trial of a case being warmed up) once the sweep has run S seconds; "
-                         "exit status 3, rerun the same command to continue")
-    collect.add_argument("--no-compact", action="store_true",
-                         help="keep one parquet part per trial instead of merging them at the end")
+    collect.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="run directory to create or resume (default: runs/<spec name>)",
+    )
+    collect.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop cleanly after the trial in flight (and after the first measured "
+        "trial of a case being warmed up) once the sweep has run S seconds; "
+        "exit status 3, rerun the same command to continue",
+    )
+    collect.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="keep one parquet part per trial instead of merging them at the end",
+    )
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     collect.set_defaults(handler=run_collect)
 
@@ -65,8 +80,14 @@ def run_collect(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        result = run_sweep(spec, run_dir, max_seconds=args.max_seconds, progress=not args.quiet,
-                           compact=not args.no_compact, command=list(sys.argv))
+        result = run_sweep(
+            spec,
+            run_dir,
+            max_seconds=args.max_seconds,
+            progress=not args.quiet,
+            compact=not args.no_compact,
+            command=list(sys.argv),
+        )
     except KeyboardInterrupt:  # outside the sweep loop, e.g. while reading the environment
         print(f"collect: interrupted; rerun to resume: {shlex.join(resume)}", file=sys.stderr)
         return EXIT_CODES["interrupted"]

@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -131,7 +132,8 @@ class _LoopPlan:
         extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
         eos = (
             torch.tensor(loaded.eos_token_ids, dtype=torch.long, device=device)
-            if loaded.eos_token_ids else None
+            if loaded.eos_token_ids
+            else None
         )
         return cls(cache_name, extra, eos)
 
@@ -177,7 +179,11 @@ def _check_inputs(
     if not isinstance(use_cache, bool):
         raise ValueError(f"use_cache must be True or False, got {use_cache!r}")
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        shape = (
+            tuple(input_ids.shape)
+            if isinstance(input_ids, torch.Tensor)
+            else type(input_ids).__name__
+        )
         raise ValueError(f"input_ids must be a tensor of shape (1, prompt_tokens), got {shape}")
     if input_ids.shape[1] < 1 or input_ids.dtype != torch.long:
         raise ValueError(

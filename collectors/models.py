@@ -91,31 +91,67 @@ class ModelPreset:
 
 def _gpt2(name: str, n_layer: int, n_embd: int, n_head: int, hub_id: str) -> ModelPreset:
     return ModelPreset(
-        name, "gpt2",
-        {"n_layer": n_layer, "n_embd": n_embd, "n_head": n_head, "vocab_size": 50257,
-         "n_positions": 1024, "bos_token_id": 50256, "eos_token_id": 50256},
+        name,
+        "gpt2",
+        {
+            "n_layer": n_layer,
+            "n_embd": n_embd,
+            "n_head": n_head,
+            "vocab_size": 50257,
+            "n_positions": 1024,
+            "bos_token_id": 50256,
+            "eos_token_id": 50256,
+        },
         hub_id,
     )
 
 
-def _opt(name: str, layers: int, hidden: int, heads: int, ffn: int, proj: int,
-         norm_before: bool, hub_id: str | None, vocab: int = 50272) -> ModelPreset:
+def _opt(
+    name: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    ffn: int,
+    proj: int,
+    norm_before: bool,
+    hub_id: str | None,
+    vocab: int = 50272,
+) -> ModelPreset:
     return ModelPreset(
-        name, "opt",
-        {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-         "ffn_dim": ffn, "word_embed_proj_dim": proj, "do_layer_norm_before": norm_before,
-         "vocab_size": vocab, "max_position_embeddings": 2048,
-         "pad_token_id": 1, "bos_token_id": 2, "eos_token_id": 2},
+        name,
+        "opt",
+        {
+            "num_hidden_layers": layers,
+            "hidden_size": hidden,
+            "num_attention_heads": heads,
+            "ffn_dim": ffn,
+            "word_embed_proj_dim": proj,
+            "do_layer_norm_before": norm_before,
+            "vocab_size": vocab,
+            "max_position_embeddings": 2048,
+            "pad_token_id": 1,
+            "bos_token_id": 2,
+            "eos_token_id": 2,
+        },
         hub_id,
     )
 
 
-def _bloom(name: str, layers: int, hidden: int, heads: int, hub_id: str | None,
-           vocab: int = 250880) -> ModelPreset:
+def _bloom(
+    name: str, layers: int, hidden: int, heads: int, hub_id: str | None, vocab: int = 250880
+) -> ModelPreset:
     return ModelPreset(
-        name, "bloom",
-        {"n_layer": layers, "hidden_size": hidden, "n_head": heads, "vocab_size": vocab,
-         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3},
+        name,
+        "bloom",
+        {
+            "n_layer": layers,
+            "hidden_size": hidden,
+            "n_head": heads,
+            "vocab_size": vocab,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "pad_token_id": 3,
+        },
         hub_id,
     )
 
@@ -124,9 +160,17 @@ def _bloom(name: str, layers: int, hidden: int, heads: int, hub_id: str | None,
 # GPT-2 and OPT, ALiBi for BLOOM) at 2 layers x 64 wide, so tests and smoke runs take
 # milliseconds; their position tables are long enough for realistic budget grids.
 _TINY_GPT2 = ModelPreset(
-    "tiny-gpt2", "gpt2",
-    {"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 1000, "n_positions": 2048,
-     "bos_token_id": 999, "eos_token_id": 999},
+    "tiny-gpt2",
+    "gpt2",
+    {
+        "n_layer": 2,
+        "n_embd": 64,
+        "n_head": 4,
+        "vocab_size": 1000,
+        "n_positions": 2048,
+        "bos_token_id": 999,
+        "eos_token_id": 999,
+    },
 )
 
 PRESETS: dict[str, ModelPreset] = {
@@ -212,7 +256,11 @@ def _load_pretrained(name: str, dtype: torch.dtype) -> torch.nn.Module:
     try:
         return AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
     except OSError as exc:
-        where = "local directory" if os.path.isdir(name) else "hub id (or a directory that does not exist)"
+        where = (
+            "local directory"
+            if os.path.isdir(name)
+            else "hub id (or a directory that does not exist)"
+        )
         raise ValueError(f"could not load pretrained model {name!r} as a {where}: {exc}") from exc
 
 
@@ -256,7 +304,9 @@ def load_model(
     eos_ids = _as_ids(config.eos_token_id)
     if not eos_ids and model.generation_config is not None:
         eos_ids = _as_ids(model.generation_config.eos_token_id)
-    pad_id = config.pad_token_id if config.pad_token_id is not None else (eos_ids[0] if eos_ids else 0)
+    pad_id = (
+        config.pad_token_id if config.pad_token_id is not None else (eos_ids[0] if eos_ids else 0)
+    )
     # A clean greedy config: a checkpoint's own one may ask for sampling or beam search,
     # or carry a max_length that would cap the budget.
     model.generation_config = GenerationConfig(
@@ -290,4 +340,6 @@ def make_prompt(prompt_tokens: int, vocab_size: int, *, seed: int = 0) -> torch.
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 6:
         raise ValueError(f"vocab_size must be an integer >= 6, got {vocab_size!r}")
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    return torch.randint(4, vocab_size - 1, (1, prompt_tokens), generator=generator, dtype=torch.long)
+    return torch.randint(
+        4, vocab_size - 1, (1, prompt_tokens), generator=generator, dtype=torch.long
+    )

@@ -107,7 +107,9 @@ def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
     if not isinstance(value, str):
         raise SpecError(f"{key!r} must be a string, one of {list(allowed)}; got {value!r}")
     if value not in allowed:
-        raise SpecError(f"unknown {key} {value!r}{_suggest(value, allowed)}; expected one of {list(allowed)}")
+        raise SpecError(
+            f"unknown {key} {value!r}{_suggest(value, allowed)}; expected one of {list(allowed)}"
+        )
     return value
 
 
@@ -168,7 +170,7 @@ def _model_name(name: Any, weights: str) -> str:
     if weights == "random":
         raise SpecError(
             f"unknown model preset {name!r}{_suggest(name, list(PRESETS))}; presets are "
-            f"{list(PRESETS)} (for a hub id or a local directory set weights = \"pretrained\")"
+            f'{list(PRESETS)} (for a hub id or a local directory set weights = "pretrained")'
         )
     if os.path.isdir(name) or _HUB_ID.match(name):
         return name
@@ -241,7 +243,9 @@ class SweepSpec:
         known = cls.keys()
         for key in data:
             if key not in known:
-                raise SpecError(f"unknown key {key!r}{_suggest(str(key), known)}; valid keys are {list(known)}")
+                raise SpecError(
+                    f"unknown key {key!r}{_suggest(str(key), known)}; valid keys are {list(known)}"
+                )
         for key in ("models", "backends", "budgets"):
             if key not in data:
                 raise SpecError(f"the spec lacks the required key {key!r}")
@@ -269,7 +273,9 @@ class SweepSpec:
             backends.append(name)
         _no_repeats("backends", backends)
 
-        dtypes = tuple(_choice("dtype", d, DTYPES) for d in _list("dtypes", data.get("dtypes", ["float32"])))
+        dtypes = tuple(
+            _choice("dtype", d, DTYPES) for d in _list("dtypes", data.get("dtypes", ["float32"]))
+        )
         _no_repeats("dtypes", dtypes)
 
         use_cache = []
@@ -280,7 +286,8 @@ class SweepSpec:
         _no_repeats("use_cache", use_cache)
 
         prompts = tuple(
-            _int("prompt_tokens", p, minimum=1) for p in _list("prompt_tokens", data.get("prompt_tokens", [65]))
+            _int("prompt_tokens", p, minimum=1)
+            for p in _list("prompt_tokens", data.get("prompt_tokens", [65]))
         )
         _no_repeats("prompt_tokens", prompts)
         budgets = _budgets(data["budgets"])
@@ -334,7 +341,12 @@ class SweepSpec:
         return [
             Case(*values)
             for values in itertools.product(
-                self.models, self.backends, self.dtypes, self.use_cache, self.prompt_tokens, self.budgets
+                self.models,
+                self.backends,
+                self.dtypes,
+                self.use_cache,
+                self.prompt_tokens,
+                self.budgets,
             )
         ]
 

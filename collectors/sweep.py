@@ -112,8 +112,17 @@ class ScheduledTrial:
     def key(self) -> tuple[Any, ...]:
         """The trial's identity, in :data:`regimes.data.io.TRIAL_KEY` order."""
         c = self.case
-        return (c.model, c.backend, c.dtype, c.use_cache, c.prompt_tokens, c.budget,
-                self.session, self.trial, self.warmup)
+        return (
+            c.model,
+            c.backend,
+            c.dtype,
+            c.use_cache,
+            c.prompt_tokens,
+            c.budget,
+            self.session,
+            self.trial,
+            self.warmup,
+        )
 
 
 def _measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
@@ -125,12 +134,15 @@ def _measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
     for g in rng.permutation(len(groups)):
         group = groups[g]
         for r in range(spec.trials):
-            order.extend(ScheduledTrial(group[i], session, r, False) for i in rng.permutation(len(group)))
+            order.extend(
+                ScheduledTrial(group[i], session, r, False) for i in rng.permutation(len(group))
+            )
     return order
 
 
-def _with_lazy_warmups(measured: list[ScheduledTrial], warmup: int,
-                       warmups_stored: dict[tuple[Case, int], int]) -> list[ScheduledTrial]:
+def _with_lazy_warmups(
+    measured: list[ScheduledTrial], warmup: int, warmups_stored: dict[tuple[Case, int], int]
+) -> list[ScheduledTrial]:
     """Put each case's ``warmup`` warm-ups immediately before its first trial in ``measured``.
 
     Warm-up numbers continue after the ``warmups_stored`` ones of that (case, session),
@@ -172,9 +184,7 @@ class RunState:
         trials, errors = run.trials, run.errors
         case_cols = list(_CASE_FIELDS)
         measured = trials.filter(~pl.col("warmup"))
-        done = frozenset(
-            measured.select([*case_cols, "session", "trial", "warmup"]).iter_rows()
-        )
+        done = frozenset(measured.select([*case_cols, "session", "trial", "warmup"]).iter_rows())
         failed = frozenset(
             (Case(*row[:-1]), row[-1]) for row in errors.select([*case_cols, "session"]).iter_rows()
         )
@@ -198,7 +208,8 @@ def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[Schedul
     (case, session).
     """
     left = [
-        t for t in _measured_order(spec, session)
+        t
+        for t in _measured_order(spec, session)
         if t.key not in state.done and (t.case, session) not in state.failed
     ]
     return _with_lazy_warmups(left, spec.warmup, state.warmups_stored)
@@ -273,12 +284,24 @@ class SessionOutcome:
     stopped: str | None = None
 
 
-def _error_row(run_id: str, case: Case, session: int, exc: BaseException | None, *,
-               error_type: str | None = None, message: str | None = None,
-               trace: str | None = None) -> dict[str, Any]:
+def _error_row(
+    run_id: str,
+    case: Case,
+    session: int,
+    exc: BaseException | None,
+    *,
+    error_type: str | None = None,
+    message: str | None = None,
+    trace: str | None = None,
+) -> dict[str, Any]:
     return {
-        "run_id": run_id, "session": session, "backend": case.backend, "model": case.model,
-        "dtype": case.dtype, "use_cache": case.use_cache, "prompt_tokens": case.prompt_tokens,
+        "run_id": run_id,
+        "session": session,
+        "backend": case.backend,
+        "model": case.model,
+        "dtype": case.dtype,
+        "use_cache": case.use_cache,
+        "prompt_tokens": case.prompt_tokens,
         "budget": case.budget,
         "error_type": error_type or type(exc).__name__,
         "error": message if message is not None else str(exc),
@@ -293,8 +316,16 @@ def _case_dict(case: Case) -> dict[str, Any]:
 class _SessionRun:
     """Runs one session's plan; holds what the trials share (backends, prompts, order)."""
 
-    def __init__(self, spec: SweepSpec, writer: RunWriter, session: int, state: RunState,
-                 emit: EventSink, should_stop: Callable[[], str | None], interrupts: _Interrupts):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        writer: RunWriter,
+        session: int,
+        state: RunState,
+        emit: EventSink,
+        should_stop: Callable[[], str | None],
+        interrupts: _Interrupts,
+    ):
         self.spec, self.writer, self.session, self.state = spec, writer, session, state
         self.emit, self.should_stop, self.interrupts = emit, should_stop, interrupts
         self.order = state.next_order
@@ -314,8 +345,15 @@ class _SessionRun:
             self.writer.write_errors(rows)
         self.outcome.errors += len(rows)
         for case in cases:
-            self.emit({"event": "error", "session": self.session, "case": _case_dict(case),
-                       "error_type": type(exc).__name__, "error": str(exc).splitlines()[0] if str(exc) else ""})
+            self.emit(
+                {
+                    "event": "error",
+                    "session": self.session,
+                    "case": _case_dict(case),
+                    "error_type": type(exc).__name__,
+                    "error": str(exc).splitlines()[0] if str(exc) else "",
+                }
+            )
         self.emit({"event": "skip", "n": skipped})
 
     def run(self, plan: list[ScheduledTrial]) -> SessionOutcome:
@@ -330,13 +368,26 @@ class _SessionRun:
 
     def run_group(self, load_key: tuple[str, str, str], items: list[ScheduledTrial]) -> bool:
         model_name, backend_name, dtype = load_key
-        self.emit({"event": "load", "session": self.session, "model": model_name,
-                   "backend": backend_name, "dtype": dtype})
+        self.emit(
+            {
+                "event": "load",
+                "session": self.session,
+                "model": model_name,
+                "backend": backend_name,
+                "dtype": dtype,
+            }
+        )
         backend: Backend | None = None
         try:
             backend = self.backend(backend_name)
-            loaded = models.load_model(model_name, dtype=dtype, device=backend,
-                                       weights=self.spec.weights, seed=self.spec.seed, label=model_name)
+            loaded = models.load_model(
+                model_name,
+                dtype=dtype,
+                device=backend,
+                weights=self.spec.weights,
+                seed=self.spec.seed,
+                label=model_name,
+            )
         except Exception as exc:
             self.record_errors(list(dict.fromkeys(t.case for t in items)), exc, len(items))
             self.release(backend)
@@ -354,7 +405,9 @@ class _SessionRun:
         if backend is not None:
             backend.empty_cache()
 
-    def run_trials(self, loaded: models.LoadedModel, backend: Backend, items: list[ScheduledTrial]) -> bool:
+    def run_trials(
+        self, loaded: models.LoadedModel, backend: Backend, items: list[ScheduledTrial]
+    ) -> bool:
         prompts: dict[int, Any] = {}
         failed: set[Case] = set()
         remaining = Counter(t.case for t in items)
@@ -370,15 +423,29 @@ class _SessionRun:
             if reason and not (warming and reason == _DEADLINE):
                 self.outcome.stopped = reason
                 return False
-            self.emit({"event": "start", "session": self.session, "case": _case_dict(case),
-                       "trial": item.trial, "warmup": item.warmup})
+            self.emit(
+                {
+                    "event": "start",
+                    "session": self.session,
+                    "case": _case_dict(case),
+                    "trial": item.trial,
+                    "warmup": item.warmup,
+                }
+            )
             try:
                 if case.prompt_tokens not in prompts:
                     prompts[case.prompt_tokens] = models.make_prompt(
-                        case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed)
+                        case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed
+                    )
                 timing = engines.run_generation(
-                    loaded, backend, prompts[case.prompt_tokens], budget=case.budget,
-                    use_cache=case.use_cache, engine=self.spec.engine, instrument=self.spec.instrument)
+                    loaded,
+                    backend,
+                    prompts[case.prompt_tokens],
+                    budget=case.budget,
+                    use_cache=case.use_cache,
+                    engine=self.spec.engine,
+                    instrument=self.spec.instrument,
+                )
                 memory = backend.memory()
             except Exception as exc:
                 failed.add(case)
@@ -394,16 +461,27 @@ class _SessionRun:
             warming = item.warmup
         return True
 
-    def write_trial(self, item: ScheduledTrial, timing: engines.TrialTiming, memory: dict[str, int | None]) -> None:
+    def write_trial(
+        self, item: ScheduledTrial, timing: engines.TrialTiming, memory: dict[str, int | None]
+    ) -> None:
         case = item.case
         row = {
             **_case_dict(case),
-            "run_id": self.state.run_id, "session": self.session,
-            "device": self.device_names[case.backend], "engine": self.spec.engine,
-            "trial": item.trial, "order": self.order, "warmup": item.warmup,
-            "latency_s": timing.latency_s, "prefill_s": timing.prefill_s, "decode_s": timing.decode_s,
-            "new_tokens": timing.new_tokens, **memory, "rss_bytes": rss_bytes(),
-            "instrumented": self.spec.instrument, "process_id": process_id(),
+            "run_id": self.state.run_id,
+            "session": self.session,
+            "device": self.device_names[case.backend],
+            "engine": self.spec.engine,
+            "trial": item.trial,
+            "order": self.order,
+            "warmup": item.warmup,
+            "latency_s": timing.latency_s,
+            "prefill_s": timing.prefill_s,
+            "decode_s": timing.decode_s,
+            "new_tokens": timing.new_tokens,
+            **memory,
+            "rss_bytes": rss_bytes(),
+            "instrumented": self.spec.instrument,
+            "process_id": process_id(),
         }
         with self.interrupts.deferred():
             # Trial before steps: a kill between the two loses one trial's step times,
@@ -415,8 +493,12 @@ class _SessionRun:
                 ).with_columns(
                     pl.lit(value).alias(name)
                     for name, value in {
-                        **_case_dict(case), "run_id": self.state.run_id, "session": self.session,
-                        "device": row["device"], "trial": item.trial, "warmup": item.warmup,
+                        **_case_dict(case),
+                        "run_id": self.state.run_id,
+                        "session": self.session,
+                        "device": row["device"],
+                        "trial": item.trial,
+                        "warmup": item.warmup,
                     }.items()
                 )
                 self.writer.write_steps(steps)
@@ -425,8 +507,16 @@ class _SessionRun:
             self.outcome.warmups += 1
         else:
             self.outcome.measured += 1
-        self.emit({"event": "trial", "session": self.session, "case": _case_dict(case),
-                   "trial": item.trial, "warmup": item.warmup, "latency_s": timing.latency_s})
+        self.emit(
+            {
+                "event": "trial",
+                "session": self.session,
+                "case": _case_dict(case),
+                "trial": item.trial,
+                "warmup": item.warmup,
+                "latency_s": timing.latency_s,
+            }
+        )
 
 
 def _never_stop() -> str | None:
@@ -453,7 +543,9 @@ def run_session(
     state = RunState.read(writer)
     plan = plan_session(spec, session, state)
     guard = interrupts or _Interrupts()
-    runner = _SessionRun(spec, writer, session, state, emit or (lambda event: None), should_stop, guard)
+    runner = _SessionRun(
+        spec, writer, session, state, emit or (lambda event: None), should_stop, guard
+    )
     if interrupts is not None:
         return runner.run(plan)
     with guard:
@@ -532,7 +624,8 @@ class _RunLock:
 
 def _check_run_dir(spec: SweepSpec, run_dir: Path) -> None:
     """Refuse, before touching anything, a directory that holds another spec's run or
-    something that is not a run at all."""
+    something that is not a run at all.
+    """
     meta_path = run_dir / "meta.json"
     if meta_path.exists():
         try:
@@ -543,14 +636,19 @@ def _check_run_dir(spec: SweepSpec, run_dir: Path) -> None:
         differences = previous.differences(spec)
         if differences:
             detail = "; ".join(
-                f"{k}: {getattr(previous, k)!r} there, {getattr(spec, k)!r} now" for k in differences
+                f"{k}: {getattr(previous, k)!r} there, {getattr(spec, k)!r} now"
+                for k in differences
             )
             raise SpecError(
                 f"{str(run_dir)!r} holds a run of a different spec ({detail}); "
                 "use a new output directory, or the original spec to resume"
             )
-    elif run_dir.exists() and (not run_dir.is_dir() or any(p.name != ".lock" for p in run_dir.iterdir())):
-        raise SpecError(f"{str(run_dir)!r} exists and is not a run directory; choose an empty or new one")
+    elif run_dir.exists() and (
+        not run_dir.is_dir() or any(p.name != ".lock" for p in run_dir.iterdir())
+    ):
+        raise SpecError(
+            f"{str(run_dir)!r} exists and is not a run directory; choose an empty or new one"
+        )
 
 
 def _remove_stale_temp_files(run_dir: Path) -> None:
@@ -564,13 +662,20 @@ def _remove_stale_temp_files(run_dir: Path) -> None:
 
 class _Progress:
     """Turns session events into a tqdm bar (total = generations, warm-ups included)
-    and counts what was done."""
+    and counts what was done.
+    """
 
     def __init__(self, total: int, enabled: bool):
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=total, unit="gen", disable=not enabled, dynamic_ncols=True,
-                        file=sys.stderr, smoothing=0.05)
+        self.bar = tqdm(
+            total=total,
+            unit="gen",
+            disable=not enabled,
+            dynamic_ncols=True,
+            file=sys.stderr,
+            smoothing=0.05,
+        )
         self.counts = Counter[str]()
         self._write = tqdm.write
 
@@ -584,15 +689,19 @@ class _Progress:
             self.counts["warmups" if event["warmup"] else "measured"] += 1
             self.bar.set_postfix_str(
                 f"session {event['session']} budget {case['budget']} "
-                f"{'cache' if case['use_cache'] else 'no-cache'} {event['latency_s']:.3g}s", refresh=False)
+                f"{'cache' if case['use_cache'] else 'no-cache'} {event['latency_s']:.3g}s",
+                refresh=False,
+            )
             self.bar.update(1)
         elif kind == "skip":
             self.retotal(self.bar.total - int(event["n"]))
         elif kind == "error":
             self.counts["errors"] += 1
             case = Case(**event["case"])
-            self.write(f"error in {case.label()} (session {event['session']}): "
-                       f"{event['error_type']}: {event['error']}")
+            self.write(
+                f"error in {case.label()} (session {event['session']}): "
+                f"{event['error_type']}: {event['error']}"
+            )
 
     def retotal(self, total: int) -> None:
         self.bar.total = max(self.bar.n, total)
@@ -602,10 +711,15 @@ class _Progress:
         self.bar.close()
 
 
-def _crash_error_rows(run_id: str, spec: SweepSpec, session: int, last: Event | None,
-                      returncode: int) -> list[dict[str, Any]]:
+def _crash_error_rows(
+    run_id: str, spec: SweepSpec, session: int, last: Event | None, returncode: int
+) -> list[dict[str, Any]]:
     try:
-        how = f"signal {signal.Signals(-returncode).name}" if returncode < 0 else f"status {returncode}"
+        how = (
+            f"signal {signal.Signals(-returncode).name}"
+            if returncode < 0
+            else f"status {returncode}"
+        )
     except ValueError:
         how = f"status {returncode}"
     message = f"the session process exited with {how} while running this case"
@@ -616,8 +730,10 @@ def _crash_error_rows(run_id: str, spec: SweepSpec, session: int, last: Event | 
     else:
         load_key = (last["model"], last["backend"], last["dtype"])
         cases = [c for c in spec.cases() if c.load_key == load_key]
-    return [_error_row(run_id, c, session, None, error_type="WorkerCrash", message=message, trace="")
-            for c in cases]
+    return [
+        _error_row(run_id, c, session, None, error_type="WorkerCrash", message=message, trace="")
+        for c in cases
+    ]
 
 
 def _set_parent_death_signal() -> None:
@@ -634,12 +750,22 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def _run_worker(run_dir: Path, session: int, deadline: float | None, lock_fd: int | None,
-                sink: _Progress) -> tuple[int, Event | None]:
+def _run_worker(
+    run_dir: Path, session: int, deadline: float | None, lock_fd: int | None, sink: _Progress
+) -> tuple[int, Event | None]:
     """Run a session in a fresh process; return its exit status and, if it was in the
-    middle of something (a model load or a generation), the event that began it."""
-    command = [sys.executable, "-m", "collectors.worker", str(run_dir), "--session", str(session),
-               "--parent-pid", str(os.getpid())]
+    middle of something (a model load or a generation), the event that began it.
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "collectors.worker",
+        str(run_dir),
+        "--session",
+        str(session),
+        "--parent-pid",
+        str(os.getpid()),
+    ]
     if deadline is not None:
         command += ["--deadline", repr(deadline)]
     # The child must import this very source tree, installed or not.
@@ -647,7 +773,10 @@ def _run_worker(run_dir: Path, session: int, deadline: float | None, lock_fd: in
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, env=env,
+        command,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
         pass_fds=(lock_fd,) if lock_fd is not None else (),
         preexec_fn=_set_parent_death_signal if sys.platform.startswith("linux") else None,
     )
@@ -679,8 +808,15 @@ def _run_worker(run_dir: Path, session: int, deadline: float | None, lock_fd: in
         raise
 
 
-def _run_process_session(spec: SweepSpec, writer: RunWriter, session: int, deadline: float | None,
-                         lock_fd: int | None, sink: _Progress, messages: list[str]) -> str:
+def _run_process_session(
+    spec: SweepSpec,
+    writer: RunWriter,
+    session: int,
+    deadline: float | None,
+    lock_fd: int | None,
+    sink: _Progress,
+    messages: list[str],
+) -> str:
     """Run one session in fresh processes until its plan is empty; return a status.
 
     A process that dies mid-case is charged to that case (a ``WorkerCrash`` error row)
@@ -697,22 +833,36 @@ def _run_process_session(spec: SweepSpec, writer: RunWriter, session: int, deadl
             return "interrupted"
         rows = _crash_error_rows(writer.run_id, spec, session, in_flight, returncode)
         if not rows:
-            messages.append(f"session {session}: the session process exited with status {returncode} "
-                            "outside any case (see its output above)")
+            messages.append(
+                f"session {session}: the session process exited with status {returncode} "
+                "outside any case (see its output above)"
+            )
             return "failed"
         writer.write_errors(rows)
         for row in rows:
-            sink({"event": "error", "session": session, "case": {k: row[k] for k in _CASE_FIELDS},
-                  "error_type": row["error_type"], "error": row["error"]})
+            sink(
+                {
+                    "event": "error",
+                    "session": session,
+                    "case": {k: row[k] for k in _CASE_FIELDS},
+                    "error_type": row["error_type"],
+                    "error": row["error"],
+                }
+            )
         state = RunState.read(writer)
-        sink.retotal(sink.bar.n + sum(len(plan_session(spec, k, state)) for k in range(session, spec.sessions)))
+        sink.retotal(
+            sink.bar.n
+            + sum(len(plan_session(spec, k, state)) for k in range(session, spec.sessions))
+        )
         if not plan_session(spec, session, state):
             return "complete"
 
 
 def _measured_left(spec: SweepSpec, writer: RunWriter) -> int:
     state = RunState.read(writer)
-    return sum(1 for k in range(spec.sessions) for t in plan_session(spec, k, state) if not t.warmup)
+    return sum(
+        1 for k in range(spec.sessions) for t in plan_session(spec, k, state) if not t.warmup
+    )
 
 
 def run_sweep(
@@ -766,11 +916,19 @@ def run_sweep(
                 if should_stop():
                     status = "incomplete"
                 elif spec.isolation == "none":
-                    outcome = run_session(spec, writer, session, emit=sink,
-                                          should_stop=should_stop, interrupts=interrupts)
+                    outcome = run_session(
+                        spec,
+                        writer,
+                        session,
+                        emit=sink,
+                        should_stop=should_stop,
+                        interrupts=interrupts,
+                    )
                     status = "incomplete" if outcome.stopped else "complete"
                 else:
-                    status = _run_process_session(spec, writer, session, deadline, lock.fd, sink, messages)
+                    status = _run_process_session(
+                        spec, writer, session, deadline, lock.fd, sink, messages
+                    )
                 if status != "complete":
                     break
         except KeyboardInterrupt:
@@ -784,13 +942,23 @@ def run_sweep(
             try:
                 writer.compact()
             except KeyboardInterrupt:
-                messages.append("compaction was interrupted; the data are complete (rerun to compact)")
+                messages.append(
+                    "compaction was interrupted; the data are complete (rerun to compact)"
+                )
     run = read_run(target)
     if status in ("incomplete", "interrupted"):
-        messages.append(f"{left} measured trial(s) left: rerun the same command to resume where it stopped")
+        messages.append(
+            f"{left} measured trial(s) left: rerun the same command to resume where it stopped"
+        )
     return SweepResult(
-        run_dir=target, status=status, measured=sink.counts["measured"], warmups=sink.counts["warmups"],
-        errors=sink.counts["errors"], measured_on_disk=run.trials.filter(~pl.col("warmup")).height,
-        measured_expected=spec.total_trials(), errors_on_disk=run.errors.height,
-        elapsed_s=time.monotonic() - started, messages=messages,
+        run_dir=target,
+        status=status,
+        measured=sink.counts["measured"],
+        warmups=sink.counts["warmups"],
+        errors=sink.counts["errors"],
+        measured_on_disk=run.trials.filter(~pl.col("warmup")).height,
+        measured_expected=spec.total_trials(),
+        errors_on_disk=run.errors.height,
+        elapsed_s=time.monotonic() - started,
+        messages=messages,
     )

@@ -37,12 +37,18 @@ def _event_stream() -> IO[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m collectors.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.worker", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("run_dir")
     parser.add_argument("--session", type=int, required=True)
     parser.add_argument("--deadline", type=float, default=None, help="stop after this Unix time")
-    parser.add_argument("--parent-pid", type=int, default=None,
-                        help="stop when this process is no longer our parent")
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="stop when this process is no longer our parent",
+    )
     args = parser.parse_args(argv)
     events = _event_stream()
 

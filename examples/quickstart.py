@@ -11,7 +11,7 @@ import regimes
 
 # 1. A real run: regimes.load reads a run directory (or one parquet/CSV trial table).
 df = regimes.load("examples/data/cuda-h200-gpt2")
-report = regimes.detect_regimes(df)          # groups by backend, model, dtype, cache, ...
+report = regimes.detect_regimes(df)  # groups by backend, model, dtype, cache, ...
 print(report.summary())
 print(regimes.cache_speedup(df).summary())
 
@@ -19,9 +19,15 @@ print(regimes.cache_speedup(df).summary())
 published = regimes.simulate.published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
 spike = regimes.detect_regimes(published)
 print(spike.summary())
-print(spike.anomalies.select("start", "end", "ratio", "ratio_low", "ratio_high", "q_value", "recovered"))
+print(
+    spike.anomalies.select(
+        "start", "end", "ratio", "ratio_low", "ratio_high", "q_value", "recovered"
+    )
+)
 
 # 3. Charts are Altair objects: display them in a notebook, or save offline.
 regimes.plot.save(regimes.plot.latency_chart(report, df), "quickstart-cuda.html")
-regimes.plot.save(regimes.plot.latency_chart(spike, published, log_y=True), "quickstart-published.html")
+regimes.plot.save(
+    regimes.plot.latency_chart(spike, published, log_y=True), "quickstart-published.html"
+)
 print("wrote quickstart-cuda.html and quickstart-published.html")

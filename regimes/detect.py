@@ -45,11 +45,11 @@ from regimes._stats.intervals import (
     test_intervals,
 )
 from regimes.data.schema import (
+    RegimesInputError,
+    RegimesWarning,
     check_fraction,
     check_min_ratio,
     check_n_boot,
-    RegimesInputError,
-    RegimesWarning,
     present_case_columns,
     validate_trials,
 )
@@ -119,9 +119,15 @@ class RegimeReport:
             ("alpha:", f"{p.get('alpha')}"),
             ("min_ratio:", f"{p.get('min_ratio')}"),
             ("Anomalies:", str(self.anomalies.height)),
-            ("Change points:", f"{self.change_points.filter(pl.col('significant')).height}"
-             f" significant of {self.change_points.height}"),
-            ("Bootstrap:", f"n_boot={p.get('n_boot')}, seed={p.get('seed')}, level={p.get('level')}"),
+            (
+                "Change points:",
+                f"{self.change_points.filter(pl.col('significant')).height}"
+                f" significant of {self.change_points.height}",
+            ),
+            (
+                "Bootstrap:",
+                f"n_boot={p.get('n_boot')}, seed={p.get('seed')}, level={p.get('level')}",
+            ),
         ]
         half = (len(header) + 1) // 2
         lines = ["=" * width, "Regime detection".center(width), "=" * width]
@@ -133,13 +139,19 @@ class RegimeReport:
             lines.append(f"{left}    {right}".rstrip())
         lines.append(f"{'Grouped by:':<15}{', '.join(self.group_columns) or 'nothing (one curve)'}")
         lines += self._section(
-            "Anomalies", self.anomalies, "interval", "kind",
+            "Anomalies",
+            self.anomalies,
+            "interval",
+            "kind",
             lambda r: f"{r['start']}..{r['end']}",
             lambda r: f"{r['kind']}{'' if r['recovered'] else ' (no recovery)'}",
             "none at q < alpha with ratio >= min_ratio",
         )
         lines += self._section(
-            "Change points", self.change_points, "between", "sig",
+            "Change points",
+            self.change_points,
+            "between",
+            "sig",
             lambda r: f"{r['x_before']}|{r['x_after']}",
             lambda r: "*" if r["significant"] else "",
             "none",
@@ -151,8 +163,14 @@ class RegimeReport:
         return "\n".join(lines)
 
     def _section(
-        self, title: str, frame: pl.DataFrame, where: str, last: str,
-        locate: Any, describe: Any, empty: str,
+        self,
+        title: str,
+        frame: pl.DataFrame,
+        where: str,
+        last: str,
+        locate: Any,
+        describe: Any,
+        empty: str,
     ) -> list[str]:
         lines = ["=" * _WIDTH if title == "Anomalies" else "-" * _WIDTH, title, "-" * _WIDTH]
         if frame.height == 0:
@@ -186,10 +204,14 @@ class RegimeReport:
 
         label = (
             pl.concat_str(
-                [pl.format("{}={}", pl.lit(c), pl.col(c).cast(pl.String)) for c in self.group_columns],
+                [
+                    pl.format("{}={}", pl.lit(c), pl.col(c).cast(pl.String))
+                    for c in self.group_columns
+                ],
                 separator=", ",
             )
-            if self.group_columns else pl.lit("all rows")
+            if self.group_columns
+            else pl.lit("all rows")
         ).alias("group")
         curve = self.curve.with_columns(label).to_pandas()
         anomalies = self.anomalies.with_columns(label).to_pandas()
@@ -205,9 +227,16 @@ class RegimeReport:
         trend = base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="baseline:Q")
         layers = [band, line, trend]
         if len(anomalies):
-            layers.insert(0, alt.Chart(anomalies).mark_rect(opacity=0.15, color="firebrick").encode(
-                x="start:Q", x2="end:Q", tooltip=["group", "start", "end", "ratio", "q_value", "kind"]
-            ))
+            layers.insert(
+                0,
+                alt.Chart(anomalies)
+                .mark_rect(opacity=0.15, color="firebrick")
+                .encode(
+                    x="start:Q",
+                    x2="end:Q",
+                    tooltip=["group", "start", "end", "ratio", "q_value", "kind"],
+                ),
+            )
         return alt.layer(*layers).properties(width=480, height=260)
 
 
@@ -230,7 +259,8 @@ def _session_key(frame: pl.DataFrame, session: str | None) -> pl.Expr:
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg q-values of ``p`` (statsmodels ``fdr_bh``); empty in, empty out.
 
-    Shared by every analysis that controls the false discovery rate over a call."""
+    Shared by every analysis that controls the false discovery rate over a call.
+    """
     if p.size == 0:
         return p
     from statsmodels.stats.multitest import multipletests
@@ -257,8 +287,11 @@ def prepare_trials(
     # hash first: comparing a million rows on every column costs more than one u64 column,
     # and only rows whose hashes collide can be duplicates
     hashed = frame.hash_rows(seed=0)
-    duplicated = int(frame.filter(hashed.is_duplicated()).is_duplicated().sum()) if bool(
-        hashed.is_duplicated().any()) else 0
+    duplicated = (
+        int(frame.filter(hashed.is_duplicated()).is_duplicated().sum())
+        if bool(hashed.is_duplicated().any())
+        else 0
+    )
     if duplicated:
         before = frame.height
         frame = frame.unique(maintain_order=True)
@@ -340,23 +373,43 @@ def detect_regimes(
     if not (math.isfinite(penalty) and penalty > 0):
         raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")
     frame, group_columns = prepare_trials(df, x, y, by, session)
-    params = dict(x=x, y=y, by=by, alpha=alpha, min_ratio=min_ratio, direction=direction,
-                  n_boot=n_boot, seed=seed, level=level, penalty=penalty, session=session)
+    params = dict(
+        x=x,
+        y=y,
+        by=by,
+        alpha=alpha,
+        min_ratio=min_ratio,
+        direction=direction,
+        n_boot=n_boot,
+        seed=seed,
+        level=level,
+        penalty=penalty,
+        session=session,
+    )
 
     groups = (
-        frame.select(group_columns).unique().sort(group_columns, nulls_last=True)
-        .with_row_index("_curve").with_columns(pl.col("_curve").cast(pl.Int64))
-        if group_columns else pl.DataFrame({"_curve": [0]}, schema={"_curve": pl.Int64})
+        frame.select(group_columns)
+        .unique()
+        .sort(group_columns, nulls_last=True)
+        .with_row_index("_curve")
+        .with_columns(pl.col("_curve").cast(pl.Int64))
+        if group_columns
+        else pl.DataFrame({"_curve": [0]}, schema={"_curve": pl.Int64})
     )
-    frame = (frame.join(groups, on=group_columns, how="left", nulls_equal=True)
-             if group_columns else frame.with_columns(pl.lit(0, dtype=pl.Int64).alias("_curve")))
+    frame = (
+        frame.join(groups, on=group_columns, how="left", nulls_equal=True)
+        if group_columns
+        else frame.with_columns(pl.lit(0, dtype=pl.Int64).alias("_curve"))
+    )
     frame = frame.with_columns(pl.col(x).cast(pl.Float64).alias("_x"))
 
-    summaries = cell_summaries(frame, ["_curve", "_x"], y, session="_session",
-                               n_boot=n_boot, seed=seed, level=level)
+    summaries = cell_summaries(
+        frame, ["_curve", "_x"], y, session="_session", n_boot=n_boot, seed=seed, level=level
+    )
     levels = cell_levels(frame, "_curve", "_x", "_ly", "_session")
     cells = summaries.join(levels.drop("n", "n_sessions"), on=["_curve", "_x"], how="left").sort(
-        ["_curve", "_x"])
+        ["_curve", "_x"]
+    )
 
     curve_ids = cells.get_column("_curve").to_numpy()
     xs = cells.get_column("_x").to_numpy()
@@ -385,11 +438,16 @@ def detect_regimes(
         )
 
     # between-cell variance per curve; curves too short to estimate borrow the median
-    taus = [between_cell_variance(u_all[a:b], level_all[a:b], var_all[a:b])
-            for a, b in zip(starts, stops)]
+    taus = [
+        between_cell_variance(u_all[a:b], level_all[a:b], var_all[a:b])
+        for a, b in zip(starts, stops)
+    ]
     known = [t for t in taus if math.isfinite(t[0])]
-    fallback = (float(np.median([t[0] for t in known])), float(np.median([t[1] for t in known]))
-                ) if known else (0.0, 0.0)
+    fallback = (
+        (float(np.median([t[0] for t in known])), float(np.median([t[1] for t in known])))
+        if known
+        else (0.0, 0.0)
+    )
     taus = [t if math.isfinite(t[0]) else fallback for t in taus]
 
     cp_rows: list[tuple] = []
@@ -404,8 +462,9 @@ def detect_regimes(
         members = np.flatnonzero(lengths == t)
         index = starts[members][:, None] + np.arange(t)
         tau2 = np.asarray([taus[m][0] for m in members])[:, None]
-        found = segment_curves(u_all[index], level_all[index], var_all[index] + tau2,
-                               bic_penalty(int(t), penalty))
+        found = segment_curves(
+            u_all[index], level_all[index], var_all[index] + tau2, bic_penalty(int(t), penalty)
+        )
         for m, cuts, fit in zip(members, *found):
             segmented[int(m)] = (cuts, fit)
 
@@ -439,16 +498,28 @@ def detect_regimes(
             kept = [b for b, z in zip(breaks, strength) if not z < z_cut]
         candidates = candidate_intervals(t, kept)
         if candidates:
-            tests = test_intervals(est, candidates, kept, smooth=fit, direction=direction,
-                                   level=level)
+            tests = test_intervals(
+                est, candidates, kept, smooth=fit, direction=direction, level=level
+            )
             ratio, low, high = tests.ratio_interval(level)
             for k in range(tests.size):
                 key = (cid, len(cand_rows))
                 trends[key] = tests.trend[k]
-                cand_rows.append((cid, a, a + int(tests.start[k]), a + int(tests.end[k]),
-                                  a + int(tests.peak[k]), tests.kind[k], ratio[k],
-                                  low[k], high[k], tests.p_value[k],
-                                  abs(tests.estimate[k] / tests.se[k]) if tests.se[k] > 0 else np.inf))
+                cand_rows.append(
+                    (
+                        cid,
+                        a,
+                        a + int(tests.start[k]),
+                        a + int(tests.end[k]),
+                        a + int(tests.peak[k]),
+                        tests.kind[k],
+                        ratio[k],
+                        low[k],
+                        high[k],
+                        tests.p_value[k],
+                        abs(tests.estimate[k] / tests.se[k]) if tests.se[k] > 0 else np.inf,
+                    )
+                )
         baseline_all[a:b] = fit.values
 
     # --- multiple testing over the call ------------------------------------------------
@@ -483,7 +554,7 @@ def detect_regimes(
     # --- baseline and anomaly flags on the curve ----------------------------------------
     anomalous = np.zeros(curve_ids.size, dtype=bool)
     for k in chosen:
-        anomalous[cand_rows[k][2]:cand_rows[k][3] + 1] = True
+        anomalous[cand_rows[k][2] : cand_rows[k][3] + 1] = True
     for a, b in zip(starts, stops):
         normal = ~anomalous[a:b]
         if b - a >= MIN_CELLS and normal.any():
@@ -491,7 +562,7 @@ def detect_regimes(
             baseline_all[a:b] += np.median((level_all[a:b] - baseline_all[a:b])[normal])
     for k in chosen:
         cid, a0, s, e = cand_rows[k][:4]
-        baseline_all[s:e + 1] = trends[(cid, k)]
+        baseline_all[s : e + 1] = trends[(cid, k)]
     offsets = np.zeros(curve_ids.size)
     for a, b in zip(starts, stops):
         offsets[a:b] = np.median(log_median[a:b] - level_all[a:b])
@@ -507,8 +578,21 @@ def detect_regimes(
     curve = (
         curve.join(groups, on="_curve", how="left")
         .with_columns(pl.col("_x").cast(x_dtype).alias(x))
-        .select([*group_columns, x, "n", "n_sessions", "median", "ci_low", "ci_high",
-                 "baseline", "ratio", "segment", "anomalous"])
+        .select(
+            [
+                *group_columns,
+                x,
+                "n",
+                "n_sessions",
+                "median",
+                "ci_low",
+                "ci_high",
+                "baseline",
+                "ratio",
+                "segment",
+                "anomalous",
+            ]
+        )
     )
 
     def keyed(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
@@ -518,25 +602,63 @@ def detect_regimes(
     x_values = cells.get_column("_x").to_numpy()
     cast_x = (lambda v: int(v)) if x_dtype.is_integer() else float
     change_points = keyed(
-        [(r[0], cast_x(x_values[r[1]]), cast_x(x_values[r[2]]), float(r[3]), float(r[4]),
-          float(r[5]), float(r[6]), float(q), bool(q < alpha))
-         for r, q in zip(cp_rows, cp_q)],
-        {"x_before": x_dtype, "x_after": x_dtype, "ratio": pl.Float64, "ratio_low": pl.Float64,
-         "ratio_high": pl.Float64, "p_value": pl.Float64, "q_value": pl.Float64,
-         "significant": pl.Boolean},
+        [
+            (
+                r[0],
+                cast_x(x_values[r[1]]),
+                cast_x(x_values[r[2]]),
+                float(r[3]),
+                float(r[4]),
+                float(r[5]),
+                float(r[6]),
+                float(q),
+                bool(q < alpha),
+            )
+            for r, q in zip(cp_rows, cp_q)
+        ],
+        {
+            "x_before": x_dtype,
+            "x_after": x_dtype,
+            "ratio": pl.Float64,
+            "ratio_low": pl.Float64,
+            "ratio_high": pl.Float64,
+            "p_value": pl.Float64,
+            "q_value": pl.Float64,
+            "significant": pl.Boolean,
+        },
     )
     stops_by_curve = dict(zip(curve_ids[starts].tolist(), stops.tolist()))
     anomalies = keyed(
-        [(cand_rows[k][0], cast_x(x_values[cand_rows[k][2]]), cast_x(x_values[cand_rows[k][3]]),
-          cast_x(x_values[cand_rows[k][4]]), float(cand_rows[k][6]), float(cand_rows[k][7]),
-          float(cand_rows[k][8]), float(cand_p[k]), float(cand_q[k]),
-          bool(cand_rows[k][3] + 1 < stops_by_curve[cand_rows[k][0]]),
-          str(cand_rows[k][5]), int(cand_rows[k][3] - cand_rows[k][2] + 1))
-         for k in chosen],
-        {"start": x_dtype, "end": x_dtype, "peak_x": x_dtype, "ratio": pl.Float64,
-         "ratio_low": pl.Float64, "ratio_high": pl.Float64, "p_value": pl.Float64,
-         "q_value": pl.Float64, "recovered": pl.Boolean, "kind": pl.String,
-         "n_points": pl.Int64},
+        [
+            (
+                cand_rows[k][0],
+                cast_x(x_values[cand_rows[k][2]]),
+                cast_x(x_values[cand_rows[k][3]]),
+                cast_x(x_values[cand_rows[k][4]]),
+                float(cand_rows[k][6]),
+                float(cand_rows[k][7]),
+                float(cand_rows[k][8]),
+                float(cand_p[k]),
+                float(cand_q[k]),
+                bool(cand_rows[k][3] + 1 < stops_by_curve[cand_rows[k][0]]),
+                str(cand_rows[k][5]),
+                int(cand_rows[k][3] - cand_rows[k][2] + 1),
+            )
+            for k in chosen
+        ],
+        {
+            "start": x_dtype,
+            "end": x_dtype,
+            "peak_x": x_dtype,
+            "ratio": pl.Float64,
+            "ratio_low": pl.Float64,
+            "ratio_high": pl.Float64,
+            "p_value": pl.Float64,
+            "q_value": pl.Float64,
+            "recovered": pl.Boolean,
+            "kind": pl.String,
+            "n_points": pl.Int64,
+        },
     )
     if group_columns:
         anomalies = anomalies.sort([*group_columns, "start"], nulls_last=True)
@@ -547,25 +669,50 @@ def detect_regimes(
         pl.col("n").sum().cast(pl.Int64).alias("n_trials"),
         pl.col("sigma_w").first().alias("sigma_within"),
     )
-    tau_frame = pl.DataFrame({
-        "_curve": curve_ids[starts].astype(np.int64),
-        "tau_between": np.sqrt([t[0] for t in taus]),
-        "note": [notes.get(int(c)) for c in curve_ids[starts]],
-    }, schema={"_curve": pl.Int64, "tau_between": pl.Float64, "note": pl.String})
-    counts_cp = pl.DataFrame({"_curve": [r[0] for r in cp_rows], "_sig": cp_q < alpha},
-                             schema={"_curve": pl.Int64, "_sig": pl.Boolean})
-    counts_an = pl.DataFrame({"_curve": [cand_rows[k][0] for k in chosen]}, schema={"_curve": pl.Int64})
+    tau_frame = pl.DataFrame(
+        {
+            "_curve": curve_ids[starts].astype(np.int64),
+            "tau_between": np.sqrt([t[0] for t in taus]),
+            "note": [notes.get(int(c)) for c in curve_ids[starts]],
+        },
+        schema={"_curve": pl.Int64, "tau_between": pl.Float64, "note": pl.String},
+    )
+    counts_cp = pl.DataFrame(
+        {"_curve": [r[0] for r in cp_rows], "_sig": cp_q < alpha},
+        schema={"_curve": pl.Int64, "_sig": pl.Boolean},
+    )
+    counts_an = pl.DataFrame(
+        {"_curve": [cand_rows[k][0] for k in chosen]}, schema={"_curve": pl.Int64}
+    )
     group_table = (
         groups.join(group_stats, on="_curve", how="left")
         .join(tau_frame, on="_curve", how="left")
-        .join(counts_cp.group_by("_curve").agg(pl.col("_sig").sum().cast(pl.Int64).alias("n_change_points")),
-              on="_curve", how="left")
-        .join(counts_an.group_by("_curve").agg(pl.len().cast(pl.Int64).alias("n_anomalies")),
-              on="_curve", how="left")
+        .join(
+            counts_cp.group_by("_curve").agg(
+                pl.col("_sig").sum().cast(pl.Int64).alias("n_change_points")
+            ),
+            on="_curve",
+            how="left",
+        )
+        .join(
+            counts_an.group_by("_curve").agg(pl.len().cast(pl.Int64).alias("n_anomalies")),
+            on="_curve",
+            how="left",
+        )
         .with_columns(pl.col("n_change_points", "n_anomalies").fill_null(0))
         .sort("_curve")
-        .select([*group_columns, "n_cells", "n_trials", "sigma_within", "tau_between",
-                 "n_change_points", "n_anomalies", "note"])
+        .select(
+            [
+                *group_columns,
+                "n_cells",
+                "n_trials",
+                "sigma_within",
+                "tau_between",
+                "n_change_points",
+                "n_anomalies",
+                "note",
+            ]
+        )
     )
     return RegimeReport(
         curve=curve,

@@ -51,9 +51,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes.explain._anomalies import group_label, summary_text
 from regimes._stats.changepoints import level_trend
-from regimes.detect import MIN_CELLS, benjamini_hochberg, prepare_trials
 from regimes._stats.flank_test import (
     Curve,
     curve_from_levels,
@@ -70,6 +68,8 @@ from regimes.data.schema import (
     check_min_ratio,
     check_n_boot,
 )
+from regimes.detect import MIN_CELLS, benjamini_hochberg, prepare_trials
+from regimes.explain._anomalies import group_label, summary_text
 
 __all__ = ["SpeedupResult", "cache_speedup"]
 
@@ -105,19 +105,28 @@ class SpeedupResult:
             f"{self.speedup.height} {self.x} value(s) in {self._n_groups()} group(s); "
             f"alpha={self.params.get('alpha')}, min_ratio={self.params.get('min_ratio')}"
         )
-        ranges = self.speedup.group_by(self.group_columns or pl.lit(0), maintain_order=True).agg(
-            pl.col("speedup").min().alias("low"), pl.col("speedup").max().alias("high"),
-        ) if self.speedup.height else pl.DataFrame()
+        ranges = (
+            self.speedup.group_by(self.group_columns or pl.lit(0), maintain_order=True).agg(
+                pl.col("speedup").min().alias("low"),
+                pl.col("speedup").max().alias("high"),
+            )
+            if self.speedup.height
+            else pl.DataFrame()
+        )
         lines = [head]
         for row in ranges.iter_rows(named=True):
             lines.append(
                 f"  {group_label(row, self.group_columns)}: speedup "
                 f"{row['low']:.3g} to {row['high']:.3g}"
             )
-        lines.append(summary_text(
-            "Collapses (speedup below its trend):", self.collapses,
-            "none at q < alpha with ratio <= 1/min_ratio", self._line,
-        ))
+        lines.append(
+            summary_text(
+                "Collapses (speedup below its trend):",
+                self.collapses,
+                "none at q < alpha with ratio <= 1/min_ratio",
+                self._line,
+            )
+        )
         return "\n".join(lines)
 
     def _n_groups(self) -> int:
@@ -127,7 +136,9 @@ class SpeedupResult:
 
     def _line(self, row: dict[str, Any]) -> str:
         at = self.speedup.filter(
-            pl.all_horizontal([pl.col(c).eq_missing(row[c]) for c in self.group_columns] or [pl.lit(True)])
+            pl.all_horizontal(
+                [pl.col(c).eq_missing(row[c]) for c in self.group_columns] or [pl.lit(True)]
+            )
             & (pl.col(self.x) == row["peak_x"])
         ).row(0, named=True)
         return (
@@ -171,39 +182,69 @@ def cache_speedup(
     check_n_boot(n_boot)
     columns = [str(c) for c in getattr(df, "columns", [])]
     if "use_cache" not in columns:
-        raise RegimesInputError("the trial table has no 'use_cache' column; the speedup "
-                                "compares runs with the KV cache on and off")
+        raise RegimesInputError(
+            "the trial table has no 'use_cache' column; the speedup "
+            "compares runs with the KV cache on and off"
+        )
     if by is not None:
         by = [by] if isinstance(by, str) else list(by)
         if "use_cache" in by:
-            raise RegimesInputError("by= must not contain 'use_cache': the speedup is "
-                                    "formed across it")
+            raise RegimesInputError(
+                "by= must not contain 'use_cache': the speedup is formed across it"
+            )
         by = [*by, "use_cache"]
     frame, with_cache = prepare_trials(df, x, y, by, session)
     if "use_cache" not in with_cache:
         with_cache = [*with_cache, "use_cache"]
     group_columns = [c for c in with_cache if c != "use_cache"]
     frame = _paired_cells(frame, group_columns, x)
-    params = dict(x=x, y=y, by=by, alpha=alpha, min_ratio=min_ratio, n_boot=n_boot,
-                  seed=seed, level=level, session=session)
+    params = dict(
+        x=x,
+        y=y,
+        by=by,
+        alpha=alpha,
+        min_ratio=min_ratio,
+        n_boot=n_boot,
+        seed=seed,
+        level=level,
+        session=session,
+    )
 
     speedup = _speedup_intervals(frame, group_columns, x, y, n_boot, seed, level)
     curves = _speedup_levels(frame, group_columns, x)
-    trend, collapses = _find_collapses(curves, group_columns, x, frame.schema[x], alpha,
-                                       min_ratio, level)
-    speedup = speedup.join(trend, on=[*group_columns, x], how="left", nulls_equal=True).with_columns(
-        (pl.col("speedup") / pl.col("trend")).alias("ratio")
-    ).select([*group_columns, x, "speedup", "ci_low", "ci_high", "trend", "ratio",
-              "off_median", "on_median", "off_n", "on_n"])
-    return SpeedupResult(speedup=speedup, collapses=collapses, x=x, y=y,
-                         group_columns=group_columns, params=params)
+    trend, collapses = _find_collapses(
+        curves, group_columns, x, frame.schema[x], alpha, min_ratio, level
+    )
+    speedup = (
+        speedup.join(trend, on=[*group_columns, x], how="left", nulls_equal=True)
+        .with_columns((pl.col("speedup") / pl.col("trend")).alias("ratio"))
+        .select(
+            [
+                *group_columns,
+                x,
+                "speedup",
+                "ci_low",
+                "ci_high",
+                "trend",
+                "ratio",
+                "off_median",
+                "on_median",
+                "off_n",
+                "on_n",
+            ]
+        )
+    )
+    return SpeedupResult(
+        speedup=speedup, collapses=collapses, x=x, y=y, group_columns=group_columns, params=params
+    )
 
 
 def _paired_cells(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.DataFrame:
     """Keep the (group, x) cells measured both with and without the cache."""
     if frame.get_column("use_cache").null_count():
-        raise RegimesInputError("column 'use_cache' has null values; each trial must say "
-                                "whether the KV cache was on")
+        raise RegimesInputError(
+            "column 'use_cache' has null values; each trial must say whether the KV cache was on"
+        )
     states = set(frame.get_column("use_cache").unique().to_list())
     for state, word in ((False, "off"), (True, "on")):
         if state not in states:
@@ -231,11 +272,17 @@ def _paired_cells(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.D
 
 
 def _speedup_intervals(
-    frame: pl.DataFrame, group_columns: list[str], x: str, y: str, n_boot: int, seed: int,
+    frame: pl.DataFrame,
+    group_columns: list[str],
+    x: str,
+    y: str,
+    n_boot: int,
+    seed: int,
     level: float,
 ) -> pl.DataFrame:
     """Median ratio per (group, x) and its percentile interval: the off and on cells are
-    resampled independently and their bootstrap medians divided replicate by replicate."""
+    resampled independently and their bootstrap medians divided replicate by replicate.
+    """
     keys = [*group_columns, x, "use_cache"]
     reps = cell_replicates(frame, keys, [y], session="_session", n_boot=n_boot, seed=seed)
     # Cells come sorted by keys, so each (group, x) is an off row followed by an on row.
@@ -243,24 +290,34 @@ def _speedup_intervals(
     off_median, on_median = reps.median[0::2, 0], reps.median[1::2, 0]
     low, high = np.quantile(off / on, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=1)
     cells = reps.cells
-    return cells.filter(~pl.col("use_cache")).select([*group_columns, x]).with_columns(
-        pl.Series("speedup", off_median / on_median),
-        pl.Series("ci_low", low),
-        pl.Series("ci_high", high),
-        pl.Series("off_median", off_median),
-        pl.Series("on_median", on_median),
-        cells.filter(~pl.col("use_cache")).get_column("n").alias("off_n"),
-        cells.filter(pl.col("use_cache")).get_column("n").alias("on_n"),
+    return (
+        cells.filter(~pl.col("use_cache"))
+        .select([*group_columns, x])
+        .with_columns(
+            pl.Series("speedup", off_median / on_median),
+            pl.Series("ci_low", low),
+            pl.Series("ci_high", high),
+            pl.Series("off_median", off_median),
+            pl.Series("on_median", on_median),
+            cells.filter(~pl.col("use_cache")).get_column("n").alias("off_n"),
+            cells.filter(pl.col("use_cache")).get_column("n").alias("on_n"),
+        )
     )
 
 
 def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.DataFrame:
     """Per (group, x): log-speedup level, variance and Welch df from the two cells."""
     curve_keys = [*group_columns, "use_cache"]
-    ids = frame.select(curve_keys).unique().sort(curve_keys).with_row_index("_curve").with_columns(
-        pl.col("_curve").cast(pl.Int64))
+    ids = (
+        frame.select(curve_keys)
+        .unique()
+        .sort(curve_keys)
+        .with_row_index("_curve")
+        .with_columns(pl.col("_curve").cast(pl.Int64))
+    )
     frame = frame.join(ids, on=curve_keys, how="left", nulls_equal=True).with_columns(
-        pl.col(x).cast(pl.Float64).alias("_x"))
+        pl.col(x).cast(pl.Float64).alias("_x")
+    )
     levels = cell_levels(frame, "_curve", "_x", "_ly", "_session").join(ids, on="_curve")
     off = levels.filter(~pl.col("use_cache"))
     on = levels.filter(pl.col("use_cache"))
@@ -268,7 +325,8 @@ def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl
     v_off, v_on = pl.col("var"), pl.col("var_on")
     welch = (v_off + v_on) ** 2 / (v_off**2 / pl.col("df") + v_on**2 / pl.col("df_on"))
     return joined.select(
-        *group_columns, "_x",
+        *group_columns,
+        "_x",
         (pl.col("level") - pl.col("level_on")).alias("level"),
         (v_off + v_on).alias("var"),
         welch.fill_nan(1.0).clip(1.0, None).alias("df"),
@@ -276,8 +334,13 @@ def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl
 
 
 def _find_collapses(
-    curves: pl.DataFrame, group_columns: list[str], x: str, x_dtype: pl.DataType,
-    alpha: float, min_ratio: float, level: float,
+    curves: pl.DataFrame,
+    group_columns: list[str],
+    x: str,
+    x_dtype: pl.DataType,
+    alpha: float,
+    min_ratio: float,
+    level: float,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Test every interval of each log-speedup curve against its flank trend (down).
 
@@ -298,64 +361,96 @@ def _find_collapses(
     taus = whole_curve_taus(arrays)
     linear = [curve._replace(u=curve.x.astype(float)) for curve in arrays]
     linear_taus = whole_curve_taus(linear)
-    scans = [_scan_down(curve, tau, level, [(other, other_tau)]) if curve.x.size >= MIN_CELLS
-             else None for curve, tau, other, other_tau in zip(arrays, taus, linear, linear_taus)]
+    scans = [
+        _scan_down(curve, tau, level, [(other, other_tau)]) if curve.x.size >= MIN_CELLS else None
+        for curve, tau, other, other_tau in zip(arrays, taus, linear, linear_taus)
+    ]
     # Per curve the greedy non-overlapping set first, then BH across the call's chosen
     # intervals: with every interval a candidate, BH over all of them would count the
     # many overlapping variants of one dip as separate hypotheses.
     chosen = [_choose(scan, alpha, min_ratio) if scan is not None else [] for scan in scans]
-    q_all = benjamini_hochberg(np.asarray(
-        [scan["p_value"][k] for scan, ks in zip(scans, chosen) for k in ks], dtype=float))
+    q_all = benjamini_hochberg(
+        np.asarray([scan["p_value"][k] for scan, ks in zip(scans, chosen) for k in ks], dtype=float)
+    )
     rows, trends, offset = [], [], 0
     for part, curve, tau, scan, picked in zip(parts, arrays, taus, scans, chosen):
         key = {c: part.get_column(c)[0] for c in group_columns}
         xs, lev = curve.x, curve.level
-        q = dict(zip(picked, q_all[offset:offset + len(picked)]))
+        q = dict(zip(picked, q_all[offset : offset + len(picked)]))
         offset += len(picked)
         found = [k for k in picked if q[k] < alpha]
-        breaks = sorted({b for k in found for b in (scan["start"][k], scan["end"][k] + 1)
-                         if 0 < b < xs.size})
-        trend = (level_trend(curve.u, lev, curve.var + tau[0], breaks).values
-                 if xs.size >= MIN_CELLS else np.full(xs.size, np.nan))
+        breaks = sorted(
+            {b for k in found for b in (scan["start"][k], scan["end"][k] + 1) if 0 < b < xs.size}
+        )
+        trend = (
+            level_trend(curve.u, lev, curve.var + tau[0], breaks).values
+            if xs.size >= MIN_CELLS
+            else np.full(xs.size, np.nan)
+        )
         normal = np.ones(xs.size, dtype=bool)
         for k in found:
-            normal[scan["start"][k]:scan["end"][k] + 1] = False
+            normal[scan["start"][k] : scan["end"][k] + 1] = False
         trend = trend + float(np.median((lev - trend)[normal]))
         for k in found:
             s, e = int(scan["start"][k]), int(scan["end"][k])
-            trend[s:e + 1] = scan["trend"][k]
-            rows.append({
-                **key, "start": _cast(xs[s], x_dtype), "end": _cast(xs[e], x_dtype),
-                "peak_x": _cast(xs[int(scan["peak"][k])], x_dtype),
-                "ratio": float(scan["ratio"][k]), "ratio_low": float(scan["ratio_low"][k]),
-                "ratio_high": float(scan["ratio_high"][k]),
-                "p_value": float(scan["p_value"][k]), "q_value": float(q[k]),
-                "recovered": bool(e + 1 < xs.size), "kind": str(scan["kind"][k]),
-                "n_points": e - s + 1,
-            })
-        trends.append(part.select([*group_columns, "_x"]).with_columns(
-            pl.Series("trend", np.exp(trend))))
+            trend[s : e + 1] = scan["trend"][k]
+            rows.append(
+                {
+                    **key,
+                    "start": _cast(xs[s], x_dtype),
+                    "end": _cast(xs[e], x_dtype),
+                    "peak_x": _cast(xs[int(scan["peak"][k])], x_dtype),
+                    "ratio": float(scan["ratio"][k]),
+                    "ratio_low": float(scan["ratio_low"][k]),
+                    "ratio_high": float(scan["ratio_high"][k]),
+                    "p_value": float(scan["p_value"][k]),
+                    "q_value": float(q[k]),
+                    "recovered": bool(e + 1 < xs.size),
+                    "kind": str(scan["kind"][k]),
+                    "n_points": e - s + 1,
+                }
+            )
+        trends.append(
+            part.select([*group_columns, "_x"]).with_columns(pl.Series("trend", np.exp(trend)))
+        )
     trend_frame = pl.concat(trends).with_columns(pl.col("_x").cast(x_dtype).alias(x)).drop("_x")
-    schema = {**{c: curves.schema[c] for c in group_columns}, "start": x_dtype, "end": x_dtype,
-              "peak_x": x_dtype, "ratio": pl.Float64, "ratio_low": pl.Float64,
-              "ratio_high": pl.Float64, "p_value": pl.Float64, "q_value": pl.Float64,
-              "recovered": pl.Boolean, "kind": pl.String, "n_points": pl.Int64}
+    schema = {
+        **{c: curves.schema[c] for c in group_columns},
+        "start": x_dtype,
+        "end": x_dtype,
+        "peak_x": x_dtype,
+        "ratio": pl.Float64,
+        "ratio_low": pl.Float64,
+        "ratio_high": pl.Float64,
+        "p_value": pl.Float64,
+        "q_value": pl.Float64,
+        "recovered": pl.Boolean,
+        "kind": pl.String,
+        "n_points": pl.Int64,
+    }
     return trend_frame, pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _scan_down(curve: Curve, prior_tau: tuple[float, float], level: float,
-               alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
-               ) -> dict[str, np.ndarray] | None:
+def _scan_down(
+    curve: Curve,
+    prior_tau: tuple[float, float],
+    level: float,
+    alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
+) -> dict[str, np.ndarray] | None:
     """Every interval of one curve with enough flank support
     (:func:`regimes.flank_test.flank_support`), tested downwards in the trend coordinate
-    that fits its flank best; ``None`` when none has."""
+    that fits its flank best; ``None`` when none has.
+    """
     intervals = supported_intervals(curve.x.size)
     if not intervals:
         return None
-    tests = scan_intervals(curve, intervals, prior_tau, direction="down", level=level,
-                           alternatives=alternatives)
-    out = {name: np.concatenate([getattr(k, name) for k in tests])
-           for name in ("start", "end", "kind", "peak", "p_value", "estimate", "se", "df")}
+    tests = scan_intervals(
+        curve, intervals, prior_tau, direction="down", level=level, alternatives=alternatives
+    )
+    out = {
+        name: np.concatenate([getattr(k, name) for k in tests])
+        for name in ("start", "end", "kind", "peak", "p_value", "estimate", "se", "df")
+    }
     joint = ContrastResults(out["estimate"], out["se"], out["df"], out["p_value"])
     out["ratio"], out["ratio_low"], out["ratio_high"] = joint.ratio_interval(level)
     out["trend"] = [k.trend[0] for k in tests]
@@ -379,7 +474,9 @@ def _choose(scan: dict[str, np.ndarray], alpha: float, min_ratio: float) -> list
     z = np.abs(scan["estimate"][keep] / np.where(se > 0, se, np.inf))
     rank = np.empty(keep.size, dtype=np.int64)
     rank[np.argsort(-z, kind="stable")] = np.arange(keep.size)
-    return [int(keep[i]) for i in select_non_overlapping(scan["start"][keep], scan["end"][keep], rank)]
+    return [
+        int(keep[i]) for i in select_non_overlapping(scan["start"][keep], scan["end"][keep], rank)
+    ]
 
 
 def _cast(value: float, dtype: pl.DataType) -> int | float:

@@ -19,13 +19,15 @@ GRID = np.arange(480, 657, 16)
 CASE = ["backend", "model", "use_cache"]
 
 
-def spike_cells(prompt: int, onset: tuple[str, int], recovery: tuple[str, int],
-                grid: np.ndarray = GRID) -> np.ndarray:
+def spike_cells(
+    prompt: int, onset: tuple[str, int], recovery: tuple[str, int], grid: np.ndarray = GRID
+) -> np.ndarray:
     """Budgets of GRID inside the spike for one prompt length (ground truth).
 
     ``onset = ("total", 577)``: anomalous from total length 577 on;
     ``recovery = ("budget", 640)``: normal again from budget 640 on.
     """
+
     def position(kind: str, value: int) -> np.ndarray:
         return grid + prompt if kind == "total" else grid
 
@@ -42,17 +44,35 @@ def sweep_and_report(prompts, onset, recovery, seed=0, x="budget", grid=GRID):
         cells = spike_cells(prompt, onset, recovery, grid)
         budget = np.repeat(grid, 5)
         level = 0.017 * budget * np.where(np.isin(budget, cells), 10.0, 1.0)
-        frames.append(pl.DataFrame({
-            "backend": "mps", "model": "synthetic-gpt2-medium", "use_cache": True,
-            "prompt_tokens": prompt, "budget": budget,
-            "latency_s": level * np.exp(0.1 * rng.standard_normal(budget.size)),
-        }))
+        frames.append(
+            pl.DataFrame(
+                {
+                    "backend": "mps",
+                    "model": "synthetic-gpt2-medium",
+                    "use_cache": True,
+                    "prompt_tokens": prompt,
+                    "budget": budget,
+                    "latency_s": level * np.exp(0.1 * rng.standard_normal(budget.size)),
+                }
+            )
+        )
         shift = prompt if x == "total_tokens" else 0
-        anomalies.append({"backend": "mps", "model": "synthetic-gpt2-medium",
-                          "use_cache": True, "prompt_tokens": prompt,
-                          "start": int(cells.min()) + shift, "end": int(cells.max()) + shift})
-    report = SimpleNamespace(anomalies=pl.DataFrame(anomalies), x=x, y="latency_s",
-                             group_columns=[*CASE, "prompt_tokens"])
+        anomalies.append(
+            {
+                "backend": "mps",
+                "model": "synthetic-gpt2-medium",
+                "use_cache": True,
+                "prompt_tokens": prompt,
+                "start": int(cells.min()) + shift,
+                "end": int(cells.max()) + shift,
+            }
+        )
+    report = SimpleNamespace(
+        anomalies=pl.DataFrame(anomalies),
+        x=x,
+        y="latency_s",
+        group_columns=[*CASE, "prompt_tokens"],
+    )
     return pl.concat(frames), report
 
 
@@ -75,8 +95,9 @@ def test_published_case_onset_follows_total_recovery_follows_budget():
 
 def test_detected_end_to_end():
     # A grid with wider flanks than the published one, so detection finds both spikes.
-    df, _ = sweep_and_report([3, 65], ("total", 577), ("budget", 640), seed=4,
-                             grid=np.arange(400, 737, 16))
+    df, _ = sweep_and_report(
+        [3, 65], ("total", 577), ("budget", 640), seed=4, grid=np.arange(400, 737, 16)
+    )
     result = align_boundaries(df, n_boot=200)
     assert follows(result) == {"onset": "total_tokens", "recovery": "budget"}
     with pytest.raises(RegimesInputError, match="only when no report"):
@@ -92,7 +113,9 @@ def test_report_on_total_tokens_gives_the_same_answer():
     df, by_budget = sweep_and_report([3, 40, 65], ("total", 577), ("budget", 640))
     _, by_total = sweep_and_report([3, 40, 65], ("total", 577), ("budget", 640), x="total_tokens")
     assert follows(align_boundaries(df, by_total)) == follows(align_boundaries(df, by_budget))
-    assert align_boundaries(df, by_total).positions.equals(align_boundaries(df, by_budget).positions)
+    assert align_boundaries(df, by_total).positions.equals(
+        align_boundaries(df, by_budget).positions
+    )
 
 
 def test_prompts_closer_than_the_grid_cannot_tell():
@@ -104,9 +127,17 @@ def test_prompts_closer_than_the_grid_cannot_tell():
 def test_detection_off_by_one_step_is_neither_unless_tolerated():
     df, report = sweep_and_report([3, 65], ("total", 577), ("budget", 640))
     # The 3-token prompt's onset detected one grid step late.
-    late = SimpleNamespace(**{**vars(report), "anomalies": report.anomalies.with_columns(
-        pl.when(pl.col("prompt_tokens") == 3).then(pl.col("start") + 16)
-        .otherwise(pl.col("start")).alias("start"))})
+    late = SimpleNamespace(
+        **{
+            **vars(report),
+            "anomalies": report.anomalies.with_columns(
+                pl.when(pl.col("prompt_tokens") == 3)
+                .then(pl.col("start") + 16)
+                .otherwise(pl.col("start"))
+                .alias("start")
+            ),
+        }
+    )
     assert follows(align_boundaries(df, late))["onset"] == "neither"
     assert follows(align_boundaries(df, late, tolerance=1))["onset"] == "total_tokens"
 
@@ -133,8 +164,9 @@ def test_missing_prompt_column_is_a_clear_error():
 
 def test_report_not_grouped_by_prompt_is_a_clear_error():
     df, report = sweep_and_report([3, 65], ("total", 577), ("budget", 640))
-    pooled = SimpleNamespace(anomalies=report.anomalies.drop("prompt_tokens").head(1),
-                             x="budget", group_columns=CASE)
+    pooled = SimpleNamespace(
+        anomalies=report.anomalies.drop("prompt_tokens").head(1), x="budget", group_columns=CASE
+    )
     with pytest.raises(RegimesInputError, match="not grouped by 'prompt_tokens'"):
         align_boundaries(df, pooled)
 

@@ -52,7 +52,11 @@ def fake_mps(monkeypatch):
         monkeypatch.setattr(torch.mps, name, fake)
     monkeypatch.setattr(torch.backends.mps, "is_built", lambda: True)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    monkeypatch.setattr(backends, "sysctl_value", lambda key: "Apple M3 Max" if key == "machdep.cpu.brand_string" else None)
+    monkeypatch.setattr(
+        backends,
+        "sysctl_value",
+        lambda key: "Apple M3 Max" if key == "machdep.cpu.brand_string" else None,
+    )
     return fakes
 
 
@@ -169,7 +173,9 @@ def test_cuda_bfloat16_follows_is_bf16_supported(fake_cuda, monkeypatch):
     fake_cuda["is_bf16_supported"].value = False
     assert not CudaBackend().supports_dtype("bfloat16")
     probed = []
-    monkeypatch.setattr(CudaBackend, "_probe_dtype", lambda self, dtype: probed.append(dtype) or True)
+    monkeypatch.setattr(
+        CudaBackend, "_probe_dtype", lambda self, dtype: probed.append(dtype) or True
+    )
     fake_cuda["is_bf16_supported"].value = True
     assert CudaBackend().supports_dtype("bfloat16")
     assert probed == [torch.bfloat16]
@@ -213,8 +219,21 @@ def test_environment_metadata_keys_and_backends(monkeypatch):
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
     monkeypatch.delenv("PYTORCH_MPS_HIGH_WATERMARK_RATIO", raising=False)
     meta = environment_metadata(["cpu", "mps", "cpu"])
-    for key in ("os", "platform", "machine", "python", "torch", "transformers", "regimes",
-                "cpu", "hostname", "timestamp_utc", "torch_threads", "env", "backends"):
+    for key in (
+        "os",
+        "platform",
+        "machine",
+        "python",
+        "torch",
+        "transformers",
+        "regimes",
+        "cpu",
+        "hostname",
+        "timestamp_utc",
+        "torch_threads",
+        "env",
+        "backends",
+    ):
         assert key in meta, key
     assert meta["torch"] == torch.__version__
     assert meta["timestamp_utc"].endswith("+00:00")

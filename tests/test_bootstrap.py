@@ -57,15 +57,22 @@ def _three_session_frame(seed: int) -> pl.DataFrame:
     """20 cells x 3 sessions x 15 trials; sessions sit at +0 %, +5 %, +10 %, noise 1 %."""
     rng = np.random.default_rng(seed)
     cells, sessions = np.repeat(np.arange(20), 45), np.tile(np.repeat([0, 1, 2], 15), 20)
-    return pl.DataFrame({"cell": cells, "s": sessions,
-                         "y": np.exp(rng.normal(0.05 * sessions, 0.01))})
+    return pl.DataFrame(
+        {"cell": cells, "s": sessions, "y": np.exp(rng.normal(0.05 * sessions, 0.01))}
+    )
 
 
 def test_hierarchical_interval_is_seeded_and_reflects_sessions() -> None:
     frame = _three_session_frame(1)
     a = cell_summaries(frame, ["cell"], "y", session="s", n_boot=400, seed=3)
-    b = cell_summaries(frame.sample(fraction=1.0, shuffle=True, seed=9), ["cell"], "y",
-                       session="s", n_boot=400, seed=3)
+    b = cell_summaries(
+        frame.sample(fraction=1.0, shuffle=True, seed=9),
+        ["cell"],
+        "y",
+        session="s",
+        n_boot=400,
+        seed=3,
+    )
     assert a.equals(b)
     assert (a["n_sessions"] == 3).all() and (a["n"] == 45).all()
     # resampling sessions lets the median wander between the session levels; treating

@@ -38,7 +38,9 @@ def _install_chromium() -> str:
     for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
         if done.returncode != 0:
-            pytest.fail(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+            pytest.fail(
+                f"{' '.join(command)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            )
     if not Path(CHROMIUM).exists():
         pytest.fail(f"apt-get installed chromium but {CHROMIUM} does not exist")
     return CHROMIUM
@@ -66,16 +68,29 @@ class DevTools:
             os.dup2(from_browser_w, 4)
 
         flags = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", "--remote-debugging-pipe", f"--user-data-dir={profile}",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={profile}",
             # Network off: no proxy answers and no host name resolves.
-            "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
             "about:blank",
         ]
         self.process = subprocess.Popen(  # noqa: S603 - fixed binary and flags
-            [binary, *flags], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, close_fds=False, preexec_fn=wire_fds,
+            [binary, *flags],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            close_fds=False,
+            preexec_fn=wire_fds,
         )
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -94,8 +109,13 @@ class DevTools:
                 self._messages.put(json.loads(raw))
         self._messages.put(None)
 
-    def send(self, method: str, params: dict[str, Any] | None = None,
-             session: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    def send(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str | None = None,
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -123,8 +143,11 @@ class DevTools:
         return reply.get("result", {})
 
     def evaluate(self, session: str, expression: str) -> Any:
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": True}, session)
+        result = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session,
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -160,15 +183,19 @@ def open_report(binary: str, page: Path, profile: Path, screenshot_dir: Path) ->
     tools = DevTools(binary, profile)
     try:
         started = time.monotonic()
-        target = next(t for t in tools.send("Target.getTargets")["targetInfos"]
-                      if t["type"] == "page")
-        session = tools.send("Target.attachToTarget",
-                             {"targetId": target["targetId"], "flatten": True})["sessionId"]
+        target = next(
+            t for t in tools.send("Target.getTargets")["targetInfos"] if t["type"] == "page"
+        )
+        session = tools.send(
+            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
+        )["sessionId"]
         for domain in ("Runtime", "Log", "Network", "Page"):
             tools.send(f"{domain}.enable", session=session)
-        tools.send("Emulation.setDeviceMetricsOverride",
-                   {"width": 1600, "height": 1200, "deviceScaleFactor": 1, "mobile": False},
-                   session)
+        tools.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1600, "height": 1200, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
         tools.send("Page.navigate", {"url": page.resolve().as_uri()}, session)
         deadline = time.monotonic() + RENDER_TIMEOUT_S
         while tools.evaluate(session, "document.body && document.body.dataset.charts") != "done":
@@ -180,16 +207,22 @@ def open_report(binary: str, page: Path, profile: Path, screenshot_dir: Path) ->
         shots = {}
         for chart in charts:
             clip = {k: chart[k] for k in ("x", "y", "width", "height")} | {"scale": 1}
-            shot = tools.send("Page.captureScreenshot",
-                              {"format": "png", "clip": clip, "captureBeyondViewport": True},
-                              session)
+            shot = tools.send(
+                "Page.captureScreenshot",
+                {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                session,
+            )
             shots[chart["key"]] = screenshot_dir / f"browser-{chart['key']}.png"
             shots[chart["key"]].write_bytes(base64.b64decode(shot["data"]))
         # Events that arrived while the page rendered are in tools.events by now; one
         # more round trip flushes any still in flight.
         tools.evaluate(session, "1")
-        return {"charts": charts, "events": list(tools.events), "screenshots": shots,
-                "render_s": render_s}
+        return {
+            "charts": charts,
+            "events": list(tools.events),
+            "screenshots": shots,
+            "render_s": render_s,
+        }
     finally:
         tools.close()
 
@@ -208,8 +241,11 @@ def _problems(events: list[dict[str, Any]]) -> list[str]:
 
 
 def _network_requests(events: list[dict[str, Any]]) -> list[str]:
-    urls = [e["params"]["request"]["url"] for e in events
-            if e.get("method") == "Network.requestWillBeSent"]
+    urls = [
+        e["params"]["request"]["url"]
+        for e in events
+        if e.get("method") == "Network.requestWillBeSent"
+    ]
     return [u for u in urls if not u.startswith(("file:", "data:", "blob:", "about:"))]
 
 

@@ -61,7 +61,9 @@ def test_difference_trend_ignores_a_plateau_over_most_of_the_grid() -> None:
     flanks = np.r_[0:4, 20:24]
     # flanks sit on the trend, the plateau 5x above it
     assert np.ptp(residual[flanks]) < 0.1
-    assert np.median(residual[4:20]) - np.median(residual[flanks]) == pytest.approx(np.log(5), abs=0.1)
+    assert np.median(residual[4:20]) - np.median(residual[flanks]) == pytest.approx(
+        np.log(5), abs=0.1
+    )
 
 
 def test_segment_curve_recovers_a_step_and_its_trend() -> None:

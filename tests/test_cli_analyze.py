@@ -15,8 +15,8 @@ from polars.testing import assert_frame_equal
 from test_report import synthetic_sweeps, write_synthetic_run
 
 from regimes.cli import main
-from regimes.detect import detect_regimes
 from regimes.data.io import load
+from regimes.detect import detect_regimes
 
 FAST = ["--n-boot", "200", "--seed", "3"]
 
@@ -36,8 +36,9 @@ def test_table_prints_headlines_and_summary(run, capsys):
     assert main(["analyze", str(run), *FAST]) == 0
     out = capsys.readouterr().out
     truth = synthetic_sweeps()[0][2].truth.row(0, named=True)
-    assert out.startswith(f"synthetic-spiky · cache on: latency_s at budget "
-                          f"{truth['start']}–{truth['end']} is ")
+    assert out.startswith(
+        f"synthetic-spiky · cache on: latency_s at budget {truth['start']}–{truth['end']} is "
+    )
     assert "Regime detection" in out and "Change points" in out
 
 
@@ -57,7 +58,9 @@ def test_csv_on_stdout_and_tables_in_outdir(run, expected, tmp_path, capsys):
     printed = pl.read_csv(io.StringIO(captured.out))
     assert printed.select("start", "end").rows() == expected.anomalies.select("start", "end").rows()
     assert sorted(p.name for p in out.iterdir()) == [
-        "anomalies.csv", "change_points.csv", "curve.csv"
+        "anomalies.csv",
+        "change_points.csv",
+        "curve.csv",
     ]
     assert "wrote" in captured.err and "wrote" not in captured.out
     curve = pl.read_csv(out / "curve.csv")

@@ -50,7 +50,9 @@ def run(command: list[str], timeout: float = 120) -> subprocess.CompletedProcess
 
 
 def start_and_wait_for_parts(command: list[str], out: Path, parts: int) -> subprocess.Popen[str]:
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
     give_up = time.monotonic() + 90
     while len(list((out / "trials").glob("*.parquet"))) < parts:
         assert child.poll() is None, f"collect ended early: {child.communicate()}"
@@ -73,9 +75,13 @@ def assert_every_trial_once(spec: SweepSpec, out: Path) -> pl.DataFrame:
 
 def warmed_but_unmeasured(df: pl.DataFrame) -> list[int]:
     """Per process and session, how many cases got warm-ups but no measured trial."""
-    by = ["process_id", "session", *TRIAL_KEY[:TRIAL_KEY.index("session")]]
-    cases = df.group_by(by).agg(pl.col("warmup").any().alias("warmed"), (~pl.col("warmup")).any().alias("measured"))
-    stray = cases.group_by("process_id", "session").agg((pl.col("warmed") & ~pl.col("measured")).sum())
+    by = ["process_id", "session", *TRIAL_KEY[: TRIAL_KEY.index("session")]]
+    cases = df.group_by(by).agg(
+        pl.col("warmup").any().alias("warmed"), (~pl.col("warmup")).any().alias("measured")
+    )
+    stray = cases.group_by("process_id", "session").agg(
+        (pl.col("warmed") & ~pl.col("measured")).sum()
+    )
     return stray["warmed"].to_list()
 
 
@@ -89,7 +95,11 @@ def test_collect_tiny_cpu_spec_end_to_end(tmp_path):
     df = assert_every_trial_once(spec, out)
     assert df.filter(pl.col("warmup")).height == len(spec.cases()) * spec.warmup * spec.sessions
     assert set(warmed_but_unmeasured(df)) == {0}
-    assert [len(list((out / t).glob("*.parquet"))) for t in ("trials", "steps", "errors")] == [1, 0, 0]
+    assert [len(list((out / t).glob("*.parquet"))) for t in ("trials", "steps", "errors")] == [
+        1,
+        0,
+        0,
+    ]
 
 
 def test_sigint_then_sigkill_then_resume_loses_and_repeats_nothing(tmp_path):
@@ -130,8 +140,10 @@ def test_spec_errors_print_one_line_and_exit_2(tmp_path, capsys):
     bad.write_text('models = ["tiny-gpt2"]\nbackends = ["cpu"]\nbudget = [2, 4]\n')
     assert main(["collect", str(bad), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("regimes collect: error: unknown key 'budget' (did you mean 'budgets'?); valid keys are "
-                   + str(list(SweepSpec.keys())))
+    assert err == (
+        "regimes collect: error: unknown key 'budget' (did you mean 'budgets'?); valid keys are "
+        + str(list(SweepSpec.keys()))
+    )
     assert not (tmp_path / "out").exists()  # failed before any work
     assert main(["collect", str(TINY_CPU), "-o", str(tmp_path / "out"), "--max-seconds", "0"]) == 2
     assert "--max-seconds must be positive" in capsys.readouterr().err
@@ -158,8 +170,13 @@ def test_cli_registration_does_not_import_torch():
         "assert p.parse_args(['collect', 'x.toml']).handler.__name__ == 'run_collect'\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr
 
 

@@ -7,7 +7,6 @@ H200 run over the same grid.
 """
 
 from pathlib import Path
-
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,8 +22,10 @@ GRID = dict(n_budgets=16, budget_step=32)
 
 def as_backend(trials: pl.DataFrame, backend: str, offset: int, speed: float = 1.0) -> pl.DataFrame:
     return trials.with_columns(
-        pl.lit(backend).alias("backend"), pl.lit(f"synthetic {backend} device").alias("device"),
-        (pl.col("session") + offset).alias("session"), pl.col("latency_s") * speed,
+        pl.lit(backend).alias("backend"),
+        pl.lit(f"synthetic {backend} device").alias("device"),
+        (pl.col("session") + offset).alias("session"),
+        pl.col("latency_s") * speed,
     )
 
 
@@ -37,7 +38,8 @@ def three_backends(seed: int, shared: bool) -> tuple[pl.DataFrame, pl.DataFrame]
     for k, (name, speed) in enumerate((("cpu", 3.0), ("cuda", 0.2)), start=1):
         if shared:
             noisy = mps.trials.with_columns(
-                pl.col("latency_s") * np.exp(rng.normal(0, 0.05, mps.trials.height)))
+                pl.col("latency_s") * np.exp(rng.normal(0, 0.05, mps.trials.height))
+            )
         else:
             noisy = regimes.simulate_sweep(3, seed=seed + k, **GRID).trials
         parts.append(as_backend(noisy, name, 1000 * k, speed))
@@ -46,12 +48,18 @@ def three_backends(seed: int, shared: bool) -> tuple[pl.DataFrame, pl.DataFrame]
 
 def truth_report(truth: pl.DataFrame, trials: pl.DataFrame) -> SimpleNamespace:
     """A report holding the simulated MPS spikes themselves (ground truth)."""
-    keys = trials.filter(pl.col("backend") == "mps").select(
-        "backend", "device", "model", "dtype", "use_cache", "prompt_tokens").unique()
+    keys = (
+        trials.filter(pl.col("backend") == "mps")
+        .select("backend", "device", "model", "dtype", "use_cache", "prompt_tokens")
+        .unique()
+    )
     anomalies = keys.join(truth.select("model", "start", "end", "ratio"), on="model")
-    return SimpleNamespace(anomalies=anomalies, x="budget", y="latency_s",
-                           group_columns=["backend", "device", "model", "dtype", "use_cache",
-                                          "prompt_tokens"])
+    return SimpleNamespace(
+        anomalies=anomalies,
+        x="budget",
+        y="latency_s",
+        group_columns=["backend", "device", "model", "dtype", "use_cache", "prompt_tokens"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +87,9 @@ def test_smooth_backends_stay_near_their_trend_in_the_interval(mps_only):
     assert other.select(((pl.col("other_low") < 1.15) & (pl.col("other_high") > 0.87)).all()).item()
     np.testing.assert_allclose(
         other.sort("anomaly").get_column("ratio").to_numpy()[::2],
-        truth.sort("model").get_column("ratio").to_numpy(), rtol=0.2)
+        truth.sort("model").get_column("ratio").to_numpy(),
+        rtol=0.2,
+    )
 
 
 def test_spike_on_every_backend_is_not_specific():
@@ -87,9 +97,12 @@ def test_spike_on_every_backend_is_not_specific():
     result = compare_backends(df, truth_report(truth, df))
     assert not result.verdicts.get_column("specific").any()
     assert (result.comparisons.get_column("other_p_value") < 1e-3).all()
-    assert result.comparisons.select(
-        ((pl.col("ratio_of_ratios_low") < 1) & (pl.col("ratio_of_ratios_high") > 1)).mean()
-    ).item() >= 0.8
+    assert (
+        result.comparisons.select(
+            ((pl.col("ratio_of_ratios_low") < 1) & (pl.col("ratio_of_ratios_high") > 1)).mean()
+        ).item()
+        >= 0.8
+    )
 
 
 def test_constant_speed_of_a_backend_changes_nothing(mps_only):
@@ -97,8 +110,11 @@ def test_constant_speed_of_a_backend_changes_nothing(mps_only):
     report = truth_report(truth, df)
     base = compare_backends(df, report).comparisons
     faster = df.with_columns(
-        pl.when(pl.col("backend") == "cpu").then(pl.col("latency_s") / 7)
-        .otherwise(pl.col("latency_s")).alias("latency_s"))
+        pl.when(pl.col("backend") == "cpu")
+        .then(pl.col("latency_s") / 7)
+        .otherwise(pl.col("latency_s"))
+        .alias("latency_s")
+    )
     moved = compare_backends(faster, report).comparisons
     for column in ("ratio", "other_ratio", "ratio_of_ratios", "p_value"):
         np.testing.assert_allclose(moved[column], base[column], rtol=1e-6)
@@ -108,11 +124,17 @@ def test_other_backend_without_the_interval_is_noted(mps_only):
     df, truth, _ = mps_only
     report = truth_report(truth, df)
     first = truth.sort("model").row(0, named=True)
-    gap = df.filter(~((pl.col("backend") == "cuda") & (pl.col("model") == first["model"])
-                      & pl.col("budget").is_between(first["start"], first["end"])))
+    gap = df.filter(
+        ~(
+            (pl.col("backend") == "cuda")
+            & (pl.col("model") == first["model"])
+            & pl.col("budget").is_between(first["start"], first["end"])
+        )
+    )
     result = compare_backends(gap, report)
-    row = result.comparisons.filter((pl.col("model") == first["model"])
-                                    & (pl.col("other_backend") == "cuda")).row(0, named=True)
+    row = result.comparisons.filter(
+        (pl.col("model") == first["model"]) & (pl.col("other_backend") == "cuda")
+    ).row(0, named=True)
     assert row["note"] == "no measured x inside the interval"
     assert row["p_value"] is None and row["other_cells"] == 0
     verdict = result.verdicts.filter(pl.col("model") == first["model"]).row(0, named=True)
@@ -127,8 +149,9 @@ def test_one_backend_is_a_clear_error(mps_only):
 
 def test_report_without_backend_groups_is_a_clear_error(mps_only):
     df, truth, _ = mps_only
-    pooled = SimpleNamespace(anomalies=truth.select("model", "start", "end"), x="budget",
-                             group_columns=["model"])
+    pooled = SimpleNamespace(
+        anomalies=truth.select("model", "start", "end"), x="budget", group_columns=["model"]
+    )
     with pytest.raises(RegimesInputError, match="not grouped by 'backend'"):
         compare_backends(df, pooled)
 
@@ -143,8 +166,9 @@ def test_published_mps_spike_is_specific_against_the_real_cuda_run():
     from regimes.data.simulate import published_gpt2_medium
 
     mps = published_gpt2_medium(seed=0).trials
-    cuda = regimes.load(Path(__file__).resolve().parents[1] / "examples" / "data"
-                        / "cuda-h200-gpt2-medium-window")
+    cuda = regimes.load(
+        Path(__file__).resolve().parents[1] / "examples" / "data" / "cuda-h200-gpt2-medium-window"
+    )
     df = pl.concat([mps, cuda], how="diagonal_relaxed")
     report = regimes.detect_regimes(df, n_boot=500)
     assert report.anomalies.select("backend", "start", "end").rows() == [("mps", 512, 624)]

@@ -19,8 +19,9 @@ SPIKE_RATIO = 8.0
 MIB = 2**20
 
 
-def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5,
-                    budgets: np.ndarray = BUDGETS) -> pl.DataFrame:
+def synthetic_sweep(
+    mechanism: str, seed: int = 0, trials: int = 5, budgets: np.ndarray = BUDGETS
+) -> pl.DataFrame:
     """Synthetic MPS-like sweep with a spike over SPIKE and a memory reading per trial.
 
     ``tracked``: a memory-pressure variable drives latency everywhere (log latency rises
@@ -36,7 +37,9 @@ def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5,
     trend = 0.018 * budget
     smooth_mem = (1426 + (budget - 128) / 640 * 124) * MIB
     if mechanism == "tracked":
-        pressure = np.where(inside, rng.normal(800, 80, budget.size), rng.uniform(0, 250, budget.size))
+        pressure = np.where(
+            inside, rng.normal(800, 80, budget.size), rng.uniform(0, 250, budget.size)
+        )
         latency = trend * np.exp(np.log(SPIKE_RATIO) * pressure / 800) * noise
         memory = smooth_mem + pressure * MIB
     elif mechanism == "smooth":
@@ -47,22 +50,37 @@ def synthetic_sweep(mechanism: str, seed: int = 0, trials: int = 5,
         memory = smooth_mem + np.where(inside, 500, 0) * MIB + rng.normal(0, 0.5, budget.size) * MIB
     else:
         raise AssertionError(mechanism)
-    return pl.DataFrame({
-        "backend": "mps", "model": f"synthetic-{mechanism}", "use_cache": True,
-        "budget": budget, "trial": np.tile(np.arange(trials), budgets.size),
-        "latency_s": latency, "mem_driver_bytes": memory.astype(np.int64),
-    })
+    return pl.DataFrame(
+        {
+            "backend": "mps",
+            "model": f"synthetic-{mechanism}",
+            "use_cache": True,
+            "budget": budget,
+            "trial": np.tile(np.arange(trials), budgets.size),
+            "latency_s": latency,
+            "mem_driver_bytes": memory.astype(np.int64),
+        }
+    )
 
 
 def report_for(df: pl.DataFrame) -> SimpleNamespace:
     """A detection report holding the known spike of every model (ground truth)."""
     models = df.get_column("model").unique().sort()
-    anomalies = pl.DataFrame({
-        "backend": "mps", "model": models, "use_cache": True,
-        "start": SPIKE[0], "end": SPIKE[1],
-    })
-    return SimpleNamespace(anomalies=anomalies, x="budget", y="latency_s",
-                           group_columns=["backend", "model", "use_cache"])
+    anomalies = pl.DataFrame(
+        {
+            "backend": "mps",
+            "model": models,
+            "use_cache": True,
+            "start": SPIKE[0],
+            "end": SPIKE[1],
+        }
+    )
+    return SimpleNamespace(
+        anomalies=anomalies,
+        x="budget",
+        y="latency_s",
+        group_columns=["backend", "model", "use_cache"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +116,12 @@ def test_spike_independent_of_smooth_memory_survives(both):
 
 def test_detected_end_to_end():
     fine = np.arange(64, 1025, 32)
-    df = pl.concat([synthetic_sweep("tracked", seed=1, budgets=fine),
-                    synthetic_sweep("smooth", seed=2, budgets=fine)])
+    df = pl.concat(
+        [
+            synthetic_sweep("tracked", seed=1, budgets=fine),
+            synthetic_sweep("smooth", seed=2, budgets=fine),
+        ]
+    )
     report = regimes.detect_regimes(df, n_boot=200)
     smooth = report.anomalies.filter(pl.col("model") == "synthetic-smooth")
     assert smooth.select("start", "end").rows() == [SPIKE]
@@ -117,19 +139,25 @@ def test_memory_that_moves_only_with_the_spike_is_inconclusive():
 
 def test_fraction_of_null_readings_is_counted_not_hidden(both):
     holes = both.with_columns(
-        pl.when(pl.int_range(pl.len()) % 7 == 0).then(None)
-        .otherwise(pl.col("mem_driver_bytes")).alias("mem_driver_bytes")
+        pl.when(pl.int_range(pl.len()) % 7 == 0)
+        .then(None)
+        .otherwise(pl.col("mem_driver_bytes"))
+        .alias("mem_driver_bytes")
     )
     result = memory_confound(holes, report_for(holes))
     counted = result.effects.get_column("n_missing_memory").sum()
     assert counted == holes.get_column("mem_driver_bytes").null_count() > 0
-    assert (result.effects.get_column("n") + result.effects.get_column("n_missing_memory")
-            == BUDGETS.size * 5).all()
+    assert (
+        result.effects.get_column("n") + result.effects.get_column("n_missing_memory")
+        == BUDGETS.size * 5
+    ).all()
 
 
 def test_invariant_to_latency_scale_and_row_order(both):
     base = memory_confound(both, report_for(both)).effects
-    scaled = both.with_columns(pl.col("latency_s") * 1000).sample(fraction=1.0, shuffle=True, seed=5)
+    scaled = both.with_columns(pl.col("latency_s") * 1000).sample(
+        fraction=1.0, shuffle=True, seed=5
+    )
     moved = memory_confound(scaled, report_for(scaled)).effects
     for column in ("adjusted_ratio", "p_value", "memory_coef", "explained_share"):
         np.testing.assert_allclose(moved[column].to_numpy(), base[column].to_numpy(), rtol=1e-8)

@@ -13,8 +13,14 @@ from regimes import RegimesWarning, detect_regimes
 from regimes.data.simulate import published_gpt2_medium, simulate_sweep
 
 # conditions of bench/accuracy.py; the tests run 40-60 curves where it runs 500+
-CONDITIONS = dict(n_budgets=(12, 30), trials=(3, 10), cv=(0.02, 0.15),
-                  hiccup_rate=(0.0, 0.03), session_cv=(0.0, 0.10), cell_cv=(0.0, 0.03))
+CONDITIONS = dict(
+    n_budgets=(12, 30),
+    trials=(3, 10),
+    cv=(0.02, 0.15),
+    hiccup_rate=(0.0, 0.03),
+    session_cv=(0.0, 0.10),
+    cell_cv=(0.0, 0.03),
+)
 
 
 def _per_curve(sweep_trials: pl.DataFrame) -> list[pl.DataFrame]:
@@ -46,19 +52,22 @@ def test_published_example_gives_one_anomaly_512_to_624() -> None:
     assert (curve.filter(~pl.col("anomalous"))["ratio"] - 1).abs().max() < 0.25
 
 
-@pytest.mark.parametrize("anomaly,sessions", [("none", (1, 3)), ("slope", (1, 3)),
-                                              ("slow_process", (2, 3))])
+@pytest.mark.parametrize(
+    "anomaly,sessions", [("none", (1, 3)), ("slope", (1, 3)), ("slow_process", (2, 3))]
+)
 def test_null_curves_rarely_report_anomalies(anomaly: str, sessions) -> None:
-    sweep = simulate_sweep(40, anomaly=anomaly, sessions=sessions, session_design="per_cell",
-                           seed=11, **CONDITIONS)
+    sweep = simulate_sweep(
+        40, anomaly=anomaly, sessions=sessions, session_design="per_cell", seed=11, **CONDITIONS
+    )
     flagged = sum(rep.anomalies.height > 0 for rep in _reports(sweep.trials))
     # alpha = 0.05; 40 curves allow some sampling slack (P(>= 5 | 0.05) = 0.14)
     assert flagged <= 4
 
 
 def test_spikes_of_two_or_more_are_found_with_exact_boundaries() -> None:
-    sweep = simulate_sweep(50, anomaly="spike", ratio=(2.0, 4.0), width=(2, 4), sessions=(1, 3),
-                           seed=12, **CONDITIONS)
+    sweep = simulate_sweep(
+        50, anomaly="spike", ratio=(2.0, 4.0), width=(2, 4), sessions=(1, 3), seed=12, **CONDITIONS
+    )
     reps = _reports(sweep.trials)
     found = exact = reported = true_positive = 0
     for rep, truth in zip(reps, sweep.truth.iter_rows(named=True)):
@@ -68,16 +77,19 @@ def test_spikes_of_two_or_more_are_found_with_exact_boundaries() -> None:
         true_positive += hit.height
         if hit.height:
             found += 1
-            exact += bool(abs(hit["start"][0] - truth["start"]) <= 16
-                          and abs(hit["end"][0] - truth["end"]) <= 16)
+            exact += bool(
+                abs(hit["start"][0] - truth["start"]) <= 16
+                and abs(hit["end"][0] - truth["end"]) <= 16
+            )
     assert found >= 46  # recall >= 0.92 on 50 curves (the benchmark shows 0.98 on 500)
     assert exact >= 0.9 * found
     assert true_positive >= 0.9 * reported
 
 
 def test_steps_are_change_points_not_recovered_spikes() -> None:
-    sweep = simulate_sweep(30, anomaly="step", ratio=(2.0, 4.0), sessions=(1, 2), seed=13,
-                           **CONDITIONS)
+    sweep = simulate_sweep(
+        30, anomaly="step", ratio=(2.0, 4.0), sessions=(1, 2), seed=13, **CONDITIONS
+    )
     at_step = 0
     for rep, truth in zip(_reports(sweep.trials), sweep.truth.iter_rows(named=True)):
         cps = rep.change_points.filter(pl.col("significant"))
@@ -93,13 +105,41 @@ def test_report_columns_follow_the_design() -> None:
     groups = ["backend", "device", "model", "dtype", "use_cache", "prompt_tokens"]
     assert rep.group_columns == groups and rep.x == "budget" and rep.y == "latency_s"
     assert rep.curve.columns[: len(groups) + 1] == [*groups, "budget"]
-    assert {"n", "median", "ci_low", "ci_high", "baseline", "ratio", "n_sessions",
-            "anomalous", "segment"} <= set(rep.curve.columns)
-    assert {"x_before", "x_after", "ratio", "ratio_low", "ratio_high", "p_value", "q_value",
-            "significant"} <= set(rep.change_points.columns)
-    assert rep.anomalies.columns == [*groups, "start", "end", "peak_x", "ratio", "ratio_low",
-                                     "ratio_high", "p_value", "q_value", "recovered", "kind",
-                                     "n_points"]
+    assert {
+        "n",
+        "median",
+        "ci_low",
+        "ci_high",
+        "baseline",
+        "ratio",
+        "n_sessions",
+        "anomalous",
+        "segment",
+    } <= set(rep.curve.columns)
+    assert {
+        "x_before",
+        "x_after",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "p_value",
+        "q_value",
+        "significant",
+    } <= set(rep.change_points.columns)
+    assert rep.anomalies.columns == [
+        *groups,
+        "start",
+        "end",
+        "peak_x",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "p_value",
+        "q_value",
+        "recovered",
+        "kind",
+        "n_points",
+    ]
     assert rep.params["alpha"] == 0.05 and rep.groups.height == 1
     text = rep.summary()
     assert "512..624" in text and "Regime detection" in text and "496|512" in text
@@ -109,8 +149,9 @@ def test_report_columns_follow_the_design() -> None:
 
 
 def _synthetic_with_spike(seed: int = 21) -> pl.DataFrame:
-    return simulate_sweep(3, anomaly="spike", ratio=3.0, width=2, sessions=2, trials=5,
-                          cv=0.05, seed=seed).trials
+    return simulate_sweep(
+        3, anomaly="spike", ratio=3.0, width=2, sessions=2, trials=5, cv=0.05, seed=seed
+    ).trials
 
 
 def _anomaly_rows(rep) -> list[tuple]:
@@ -148,7 +189,9 @@ def test_groups_are_separate_curves_and_by_overrides() -> None:
 def test_total_tokens_decode_and_pandas_input() -> None:
     sweep = published_gpt2_medium(seed=2)
     trials = sweep.trials.with_columns(
-        (pl.col("latency_s") * 0.97).alias("decode_s"), (pl.col("latency_s") * 0.03).alias("prefill_s"))
+        (pl.col("latency_s") * 0.97).alias("decode_s"),
+        (pl.col("latency_s") * 0.03).alias("prefill_s"),
+    )
     by_total = detect_regimes(trials, x="total_tokens")
     assert by_total.x == "total_tokens"
     assert by_total.anomalies.select("start", "end").row(0) == (512 + 65, 624 + 65)
@@ -158,7 +201,9 @@ def test_total_tokens_decode_and_pandas_input() -> None:
 
 def test_direction_down_finds_dips_only() -> None:
     # the published curve turned upside down: a 10x dip from 512 to 624
-    trials = published_gpt2_medium(seed=4).trials.with_columns((1.0 / pl.col("latency_s")).alias("latency_s"))
+    trials = published_gpt2_medium(seed=4).trials.with_columns(
+        (1.0 / pl.col("latency_s")).alias("latency_s")
+    )
     up = detect_regimes(trials)
     down = detect_regimes(trials, direction="down")
     both = detect_regimes(trials, direction="both")

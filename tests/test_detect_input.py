@@ -40,11 +40,16 @@ def test_non_numeric_latency(trials: pl.DataFrame) -> None:
         detect_regimes(trials.with_columns(pl.col("latency_s").cast(pl.String)))
 
 
-@pytest.mark.parametrize("bad,word", [(np.nan, "NaN"), (np.inf, "infinite"),
-                                      (-1.0, "negative"), (0.0, "zero")])
+@pytest.mark.parametrize(
+    "bad,word", [(np.nan, "NaN"), (np.inf, "infinite"), (-1.0, "negative"), (0.0, "zero")]
+)
 def test_bad_latency_values(trials: pl.DataFrame, bad: float, word: str) -> None:
     broken = trials.with_columns(
-        pl.when(pl.int_range(pl.len()) == 3).then(bad).otherwise(pl.col("latency_s")).alias("latency_s"))
+        pl.when(pl.int_range(pl.len()) == 3)
+        .then(bad)
+        .otherwise(pl.col("latency_s"))
+        .alias("latency_s")
+    )
     with pytest.raises(RegimesInputError, match=word):
         detect_regimes(broken)
 
@@ -86,17 +91,23 @@ def test_duplicated_rows_are_dropped_with_a_warning(trials: pl.DataFrame) -> Non
 
 
 def test_warmups_are_ignored(trials: pl.DataFrame) -> None:
-    warm = trials.head(12).with_columns(pl.lit(True).alias("warmup"),
-                                        (pl.col("latency_s") * 50).alias("latency_s"))
+    warm = trials.head(12).with_columns(
+        pl.lit(True).alias("warmup"), (pl.col("latency_s") * 50).alias("latency_s")
+    )
     rep = detect_regimes(pl.concat([trials, warm]))
     assert rep.curve["n"].sum() == trials.height
 
 
 def test_bad_parameters(trials: pl.DataFrame) -> None:
-    for kwargs, word in [({"alpha": 0.0}, "alpha"), ({"alpha": 1.5}, "alpha"),
-                         ({"min_ratio": 0.5}, "min_ratio"), ({"direction": "sideways"}, "direction"),
-                         ({"level": 1.0}, "level"), ({"n_boot": 0}, "n_boot"),
-                         ({"penalty": -1.0}, "penalty")]:
+    for kwargs, word in [
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"min_ratio": 0.5}, "min_ratio"),
+        ({"direction": "sideways"}, "direction"),
+        ({"level": 1.0}, "level"),
+        ({"n_boot": 0}, "n_boot"),
+        ({"penalty": -1.0}, "penalty"),
+    ]:
         with pytest.raises(RegimesInputError, match=word):
             detect_regimes(trials, **kwargs)
 

@@ -33,9 +33,17 @@ def trial_tables(draw) -> pl.DataFrame:
                     noise = 1.0 if shape == "ties" else float(rng.lognormal(0.0, 0.1))
                     if shape == "wild":
                         noise = float(rng.lognormal(0.0, 2.0))
-                    rows.append(dict(model=f"synthetic-{group}", backend="synthetic",
-                                     use_cache=bool(group % 2), session=session, trial=trial,
-                                     budget=int(budget), latency_s=base * noise))
+                    rows.append(
+                        dict(
+                            model=f"synthetic-{group}",
+                            backend="synthetic",
+                            use_cache=bool(group % 2),
+                            session=session,
+                            trial=trial,
+                            budget=int(budget),
+                            latency_s=base * noise,
+                        )
+                    )
     return pl.DataFrame(rows)
 
 

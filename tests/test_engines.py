@@ -75,7 +75,9 @@ def _forward_lengths(model, run):
 @pytest.mark.parametrize("use_cache", [True, False])
 @pytest.mark.parametrize("budget", [1, 2, 7])
 def test_exact_budget(models, prompt, engine, use_cache, budget):
-    timing = run_generation(models["tiny-gpt2"], cpu, prompt, budget=budget, use_cache=use_cache, engine=engine)
+    timing = run_generation(
+        models["tiny-gpt2"], cpu, prompt, budget=budget, use_cache=use_cache, engine=engine
+    )
     assert isinstance(timing, TrialTiming)
     assert timing.new_tokens == budget and timing.tokens.shape == (1, budget)
     assert timing.latency_s > 0
@@ -103,7 +105,9 @@ def test_forward_sees_the_cache_or_the_whole_sequence(models, prompt, engine):
     budget = 5
 
     def run(use_cache):
-        return lambda: run_generation(model, cpu, prompt, budget=budget, use_cache=use_cache, engine=engine)
+        return lambda: run_generation(
+            model, cpu, prompt, budget=budget, use_cache=use_cache, engine=engine
+        )
 
     assert _forward_lengths(model.model, run(True)) == [PROMPT] + [1] * (budget - 1)
     assert _forward_lengths(model.model, run(False)) == [PROMPT + k for k in range(budget)]
@@ -135,7 +139,9 @@ def test_eos_is_suppressed_not_emitted(models, prompt, engine):
 def test_instrumented_invariants(models, prompt, engine, use_cache, budget):
     loaded = models["tiny-bloom"]
     plain = run_generation(loaded, cpu, prompt, budget=budget, use_cache=use_cache, engine=engine)
-    timed = run_generation(loaded, cpu, prompt, budget=budget, use_cache=use_cache, engine=engine, instrument=True)
+    timed = run_generation(
+        loaded, cpu, prompt, budget=budget, use_cache=use_cache, engine=engine, instrument=True
+    )
     assert torch.equal(plain.tokens, timed.tokens)
     assert len(timed.step_s) == timed.new_tokens == budget
     assert all(step > 0 for step in timed.step_s)
@@ -152,7 +158,15 @@ def test_device_is_synchronised_around_the_clock_and_per_step(models, prompt, en
     run_generation(models["tiny-gpt2"], backend, prompt, budget=6, use_cache=True, engine=engine)
     assert backend.syncs == 2
     backend.syncs = 0
-    run_generation(models["tiny-gpt2"], backend, prompt, budget=6, use_cache=True, engine=engine, instrument=True)
+    run_generation(
+        models["tiny-gpt2"],
+        backend,
+        prompt,
+        budget=6,
+        use_cache=True,
+        engine=engine,
+        instrument=True,
+    )
     assert backend.syncs == 2 + 6
 
 
@@ -175,7 +189,9 @@ def test_early_stop_raises_budget_mismatch(models, prompt, monkeypatch):
 def test_half_precision_on_cpu(prompt, dtype, engine):
     loaded = _diverse("tiny-gpt2", dtype=dtype)
     for use_cache in (True, False):
-        timing = run_generation(loaded, cpu, prompt, budget=6, use_cache=use_cache, engine=engine, instrument=True)
+        timing = run_generation(
+            loaded, cpu, prompt, budget=6, use_cache=use_cache, engine=engine, instrument=True
+        )
         assert timing.new_tokens == 6 and len(timing.step_s) == 6
         assert int(timing.tokens.max()) < loaded.vocab_size
 
@@ -204,7 +220,9 @@ def test_invalid_calls_are_named(models, prompt):
 def test_long_sequences_run_without_position_limit_on_alibi(models):
     # BLOOM has no position table: a sequence longer than GPT-2's 1024 is allowed.
     loaded = models["tiny-bloom"]
-    timing = run_generation(loaded, cpu, make_prompt(1100, 1000), budget=2, use_cache=True, engine="loop")
+    timing = run_generation(
+        loaded, cpu, make_prompt(1100, 1000), budget=2, use_cache=True, engine="loop"
+    )
     assert timing.new_tokens == 2
 
 
@@ -226,19 +244,33 @@ def test_accelerator_engines_agree_and_split_latency(accelerator, prompt, name, 
     loaded = dataclasses.replace(loaded, model=loaded.model.to(accelerator.torch_device))
     memory = accelerator.memory()
     assert set(memory) == {"mem_allocated_bytes", "mem_driver_bytes"}
-    assert memory["mem_allocated_bytes"] > 0 and memory["mem_driver_bytes"] >= memory["mem_allocated_bytes"]
+    assert (
+        memory["mem_allocated_bytes"] > 0
+        and memory["mem_driver_bytes"] >= memory["mem_allocated_bytes"]
+    )
     runs = {
-        engine: run_generation(loaded, accelerator, prompt, budget=16, use_cache=use_cache, engine=engine)
+        engine: run_generation(
+            loaded, accelerator, prompt, budget=16, use_cache=use_cache, engine=engine
+        )
         for engine in ENGINES
     }
     assert torch.equal(runs["generate"].tokens, runs["loop"].tokens)
     assert runs["generate"].tokens.device.type == accelerator.torch_device.type
     for engine in ENGINES:
-        timed = run_generation(loaded, accelerator, prompt, budget=16, use_cache=use_cache,
-                               engine=engine, instrument=True)
+        timed = run_generation(
+            loaded,
+            accelerator,
+            prompt,
+            budget=16,
+            use_cache=use_cache,
+            engine=engine,
+            instrument=True,
+        )
         assert torch.equal(timed.tokens, runs[engine].tokens)
         assert len(timed.step_s) == 16 and all(step > 0 for step in timed.step_s)
-        assert abs(timed.prefill_s + timed.decode_s - timed.latency_s) <= 1e-6 + 0.01 * timed.latency_s
+        assert (
+            abs(timed.prefill_s + timed.decode_s - timed.latency_s) <= 1e-6 + 0.01 * timed.latency_s
+        )
 
 
 @pytest.mark.gpu
@@ -248,5 +280,7 @@ def test_accelerator_half_precision(accelerator, prompt, dtype):
         pytest.skip(f"{accelerator.device_name()} does not support {dtype}")
     loaded = load_model("tiny-opt", dtype=dtype, device=accelerator)
     for engine in ENGINES:
-        timing = run_generation(loaded, accelerator, prompt, budget=8, use_cache=True, engine=engine)
+        timing = run_generation(
+            loaded, accelerator, prompt, budget=8, use_cache=True, engine=engine
+        )
         assert timing.new_tokens == 8

@@ -10,10 +10,25 @@ from regimes.data.io import TRIAL_KEY, RunWriter, read_run
 
 
 def _row(budget, trial, order, **kw):
-    row = dict(run_id="r", session=0, backend="cpu", device="cpu", model="tiny-gpt2",
-               dtype="float32", engine="generate", use_cache=True, prompt_tokens=8,
-               budget=budget, trial=trial, order=order, warmup=False, latency_s=0.1 * budget,
-               new_tokens=budget, instrumented=False, process_id="p")
+    row = dict(
+        run_id="r",
+        session=0,
+        backend="cpu",
+        device="cpu",
+        model="tiny-gpt2",
+        dtype="float32",
+        engine="generate",
+        use_cache=True,
+        prompt_tokens=8,
+        budget=budget,
+        trial=trial,
+        order=order,
+        warmup=False,
+        latency_s=0.1 * budget,
+        new_tokens=budget,
+        instrumented=False,
+        process_id="p",
+    )
     row.update(kw)
     return row
 

@@ -28,7 +28,12 @@ TINY = ("tiny-gpt2", "tiny-bloom", "tiny-opt")
 
 
 def _shape(config):
-    return (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.vocab_size)
+    return (
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.num_attention_heads,
+        config.vocab_size,
+    )
 
 
 def test_preset_names():
@@ -41,7 +46,10 @@ def test_large_presets_match_public_checkpoints(name):
     layers, hidden, heads, vocab, positions, millions = PUBLIC[name]
     config = PRESETS[name].config()
     assert _shape(config) == (layers, hidden, heads, vocab)
-    assert getattr(config, "n_positions", getattr(config, "max_position_embeddings", None)) == positions
+    assert (
+        getattr(config, "n_positions", getattr(config, "max_position_embeddings", None))
+        == positions
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     count = sum(p.numel() for p in model.parameters())
@@ -94,7 +102,9 @@ def test_dtype_casts_weights_of_the_same_seed(dtype):
     assert loaded.dtype == dtype
     assert {p.dtype for p in loaded.model.parameters()} == {getattr(torch, dtype)}
     key = "model.decoder.embed_tokens.weight"
-    torch.testing.assert_close(loaded.model.state_dict()[key].float(), reference[key], rtol=1e-2, atol=1e-3)
+    torch.testing.assert_close(
+        loaded.model.state_dict()[key].float(), reference[key], rtol=1e-2, atol=1e-3
+    )
 
 
 def test_invalid_arguments_are_named():

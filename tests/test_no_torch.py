@@ -45,7 +45,8 @@ SCRIPT = textwrap.dedent(
 
 
 def test_analysis_runs_without_torch():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "anomalies 0 collapses 0" in done.stdout

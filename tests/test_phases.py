@@ -25,21 +25,43 @@ def instrumented_sweep(where: str, seed: int = 0, trials: int = 5) -> pl.DataFra
     rng = np.random.default_rng(seed)
     budget = np.repeat(BUDGETS, trials)
     inside = (budget >= SPIKE[0]) & (budget <= SPIKE[1])
-    prefill = 0.03 * np.exp(rng.normal(0, 0.05, budget.size)) * np.where(
-        inside & (where == "prefill"), 6.0, 1.0)
-    decode = 0.004 * budget * np.exp(rng.normal(0, 0.05, budget.size)) * np.where(
-        inside & (where == "decode"), 4.0, 1.0)
-    return pl.DataFrame({
-        "backend": "mps", "model": f"synthetic-{where}", "use_cache": True,
-        "budget": budget, "session": 0, "prefill_s": prefill, "decode_s": decode,
-        "latency_s": prefill + decode + 0.002, "instrumented": True,
-    })
+    prefill = (
+        0.03
+        * np.exp(rng.normal(0, 0.05, budget.size))
+        * np.where(inside & (where == "prefill"), 6.0, 1.0)
+    )
+    decode = (
+        0.004
+        * budget
+        * np.exp(rng.normal(0, 0.05, budget.size))
+        * np.where(inside & (where == "decode"), 4.0, 1.0)
+    )
+    return pl.DataFrame(
+        {
+            "backend": "mps",
+            "model": f"synthetic-{where}",
+            "use_cache": True,
+            "budget": budget,
+            "session": 0,
+            "prefill_s": prefill,
+            "decode_s": decode,
+            "latency_s": prefill + decode + 0.002,
+            "instrumented": True,
+        }
+    )
 
 
 def spike_report(*models: str) -> SimpleNamespace:
     """A report holding the known spike of each model (ground truth)."""
-    anomalies = pl.DataFrame({"backend": "mps", "model": list(models), "use_cache": True,
-                              "start": SPIKE[0], "end": SPIKE[1]})
+    anomalies = pl.DataFrame(
+        {
+            "backend": "mps",
+            "model": list(models),
+            "use_cache": True,
+            "start": SPIKE[0],
+            "end": SPIKE[1],
+        }
+    )
     return SimpleNamespace(anomalies=anomalies, x="budget", y="latency_s", group_columns=GROUPS)
 
 
@@ -67,7 +89,9 @@ def test_decode_spike_is_carried_by_decode(decode_case):
 
 def test_prefill_spike_is_carried_by_prefill():
     df = instrumented_sweep("prefill", seed=1)
-    row = attribute_phases(df, spike_report("synthetic-prefill"), n_boot=1000).phases.row(0, named=True)
+    row = attribute_phases(df, spike_report("synthetic-prefill"), n_boot=1000).phases.row(
+        0, named=True
+    )
     assert row["prefill_ratio"] == pytest.approx(6.0, rel=0.15)
     assert row["prefill_low"] > 0.1 and row["prefill_p_value"] < 0.01
     assert row["decode_low"] < 0 < row["decode_high"]
@@ -79,8 +103,12 @@ def test_share_of_no_phase_excess_is_null_with_the_reason():
     excess is about 0, and a share of it would be noise divided by noise."""
     df = instrumented_sweep("neither", seed=2)
     inside = pl.col("budget").is_between(*SPIKE)
-    df = df.with_columns(pl.when(inside).then(pl.col("latency_s") * 3).otherwise(pl.col("latency_s"))
-                         .alias("latency_s"))
+    df = df.with_columns(
+        pl.when(inside)
+        .then(pl.col("latency_s") * 3)
+        .otherwise(pl.col("latency_s"))
+        .alias("latency_s")
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = attribute_phases(df, spike_report("synthetic-neither"), n_boot=1000)
@@ -113,8 +141,11 @@ def test_scaling_all_times_scales_the_excess_not_the_share(decode_case):
 def test_uninstrumented_rows_are_counted(decode_case):
     df, report, _ = decode_case
     holes = df.with_columns(
-        pl.when(pl.int_range(pl.len()) % 5 == 0).then(None).otherwise(pl.col("decode_s"))
-        .alias("decode_s"))
+        pl.when(pl.int_range(pl.len()) % 5 == 0)
+        .then(None)
+        .otherwise(pl.col("decode_s"))
+        .alias("decode_s")
+    )
     row = attribute_phases(holes, report, n_boot=300).phases.row(0, named=True)
     assert row["n_uninstrumented"] == holes.get_column("decode_s").null_count() > 0
     assert row["decode_share_low"] > 0.9
@@ -124,19 +155,25 @@ def test_table_without_phases_is_a_clear_error(decode_case):
     df, report, _ = decode_case
     with pytest.raises(RegimesInputError, match="no phase split"):
         attribute_phases(df.drop("prefill_s", "decode_s"), report)
-    blank = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("prefill_s"),
-                            pl.lit(None, dtype=pl.Float64).alias("decode_s"),
-                            pl.lit(False).alias("instrumented"))
+    blank = df.with_columns(
+        pl.lit(None, dtype=pl.Float64).alias("prefill_s"),
+        pl.lit(None, dtype=pl.Float64).alias("decode_s"),
+        pl.lit(False).alias("instrumented"),
+    )
     with pytest.raises(RegimesInputError, match="instrumented=false"):
         attribute_phases(blank, report)
 
 
 def test_uninstrumented_group_with_an_anomaly_is_named():
-    both = pl.concat([
-        instrumented_sweep("decode"),
-        instrumented_sweep("prefill").with_columns(
-            pl.lit(None, dtype=pl.Float64).alias("prefill_s"), pl.lit(False).alias("instrumented")),
-    ])
+    both = pl.concat(
+        [
+            instrumented_sweep("decode"),
+            instrumented_sweep("prefill").with_columns(
+                pl.lit(None, dtype=pl.Float64).alias("prefill_s"),
+                pl.lit(False).alias("instrumented"),
+            ),
+        ]
+    )
     with pytest.raises(RegimesInputError, match="model=synthetic-prefill"):
         attribute_phases(both, spike_report("synthetic-decode", "synthetic-prefill"))
 

@@ -17,9 +17,9 @@ import pytest
 from test_report import SPIKE_RATIO, synthetic_sweeps, synthetic_trials
 
 from regimes import plot
-from regimes.detect import detect_regimes
 from regimes.data.schema import RegimesInputError
 from regimes.data.simulate import simulate_sweep
+from regimes.detect import detect_regimes
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,9 @@ def chart_data(spec: dict, layer: int | None = None) -> pl.DataFrame:
 
 
 def test_group_labels_name_what_varies():
-    keys = pl.DataFrame({"backend": ["mps", "mps", "cpu"], "model": ["gpt2"] * 3,
-                         "use_cache": [True, False, True]})
+    keys = pl.DataFrame(
+        {"backend": ["mps", "mps", "cpu"], "model": ["gpt2"] * 3, "use_cache": [True, False, True]}
+    )
     labels, caption = plot.group_labels(keys, ["backend", "model", "use_cache"])
     assert labels["group"].to_list() == ["cpu · cache on", "mps · cache off", "mps · cache on"]
     assert caption == "gpt2"
@@ -76,8 +77,7 @@ def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, tmp_path):
     assert (interval["x_lo"], interval["x_hi"]) == (truth["start"] - 8, truth["end"] + 8)
     assert interval["group"] == "synthetic-spiky · cache on"
     anomaly = report.anomalies.row(0, named=True)
-    label = (f"×{anomaly['ratio']:.3g} [{anomaly['ratio_low']:.3g}, "
-             f"{anomaly['ratio_high']:.3g}]")
+    label = f"×{anomaly['ratio']:.3g} [{anomaly['ratio_low']:.3g}, {anomaly['ratio_high']:.3g}]"
     assert interval["label"] == label
     assert abs(math.log(anomaly["ratio"] / SPIKE_RATIO)) < 0.1
     svg = plot.save(chart, tmp_path / "latency.svg").read_text()
@@ -86,8 +86,11 @@ def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, tmp_path):
 
 def test_latency_chart_options(report):
     log_spec = plot.latency_chart(report, log_y=True).to_dict()
-    scales = [layer["encoding"]["y"].get("scale", {}) for layer in log_spec["spec"]["layer"]
-              if "y" in layer.get("encoding", {}) and "field" in layer["encoding"]["y"]]
+    scales = [
+        layer["encoding"]["y"].get("scale", {})
+        for layer in log_spec["spec"]["layer"]
+        if "y" in layer.get("encoding", {}) and "field" in layer["encoding"]["y"]
+    ]
     assert scales and all(s.get("type") == "log" for s in scales)
     one = plot.latency_chart(report, groups=["synthetic-smooth · cache on"]).to_dict()
     assert one["facet"]["sort"] == ["synthetic-smooth · cache on"]
@@ -97,17 +100,25 @@ def test_latency_chart_options(report):
 
 
 def _y_scale_types(spec: dict) -> set:
-    return {layer["encoding"]["y"].get("scale", {}).get("type", "linear")
-            for layer in spec["spec"]["layer"]
-            if "field" in layer.get("encoding", {}).get("y", {})}
+    return {
+        layer["encoding"]["y"].get("scale", {}).get("type", "linear")
+        for layer in spec["spec"]["layer"]
+        if "field" in layer.get("encoding", {}).get("y", {})
+    }
 
 
 def test_latency_axis_turns_log_when_outliers_would_flatten_it(report, trials):
     assert _y_scale_types(plot.latency_chart(report, trials).to_dict()) == {"linear"}
-    stray = trials.with_row_index("row").with_columns(
-        pl.when(pl.col("row") == 0).then(pl.col("latency_s") * 20)
-        .otherwise(pl.col("latency_s")).alias("latency_s")
-    ).drop("row")
+    stray = (
+        trials.with_row_index("row")
+        .with_columns(
+            pl.when(pl.col("row") == 0)
+            .then(pl.col("latency_s") * 20)
+            .otherwise(pl.col("latency_s"))
+            .alias("latency_s")
+        )
+        .drop("row")
+    )
     assert _y_scale_types(plot.latency_chart(report, stray).to_dict()) == {"log"}
     assert _y_scale_types(plot.latency_chart(report, stray, log_y=False).to_dict()) == {"linear"}
 
@@ -128,7 +139,8 @@ def test_phase_chart_stacks_decode_on_prefill(trials):
     assert (wide["y0_prefill"] == 0).all()
     assert (wide["y0_decode"] - wide["y1_prefill"]).abs().max() < 1e-9
     medians = trials.group_by("model", "use_cache", "budget").agg(
-        pl.col("prefill_s").median(), pl.col("decode_s").median())
+        pl.col("prefill_s").median(), pl.col("decode_s").median()
+    )
     total = (medians["prefill_s"] + medians["decode_s"]).sort()
     assert (wide["y1_decode"].sort() - total).abs().max() < 1e-5 * total.max()
 
@@ -162,8 +174,11 @@ def test_heatmap_stays_small_at_50_groups_by_500_budgets():
     assert cells["group"].n_unique() == 50
     assert len(json.dumps(spec)) < 1_000_000
     # Binning keeps the ratio furthest from 1 in each cell, so no spike is averaged away.
-    extreme = (big.curve.filter(pl.col("ratio").is_not_null())
-               .group_by("model").agg(pl.col("ratio").log().abs().max().alias("peak")))
+    extreme = (
+        big.curve.filter(pl.col("ratio").is_not_null())
+        .group_by("model")
+        .agg(pl.col("ratio").log().abs().max().alias("peak"))
+    )
     drawn = cells.group_by("group").agg(pl.col("ratio").log().abs().max().alias("drawn"))
     both = extreme.join(drawn, left_on="model", right_on="group")
     assert both.height == 50
@@ -196,8 +211,9 @@ def test_speedup_chart_shades_collapses(trials):
     assert counts["curve"] == result.speedup.height
     assert counts.get("interval", 0) == result.collapses.height
     assert spec["facet"]["sort"] == ["synthetic-smooth", "synthetic-spiky"]
-    assert any(layer.get("encoding", {}).get("y", {}).get("datum") == 1
-               for layer in spec["spec"]["layer"])  # the no-speedup line
+    assert any(
+        layer.get("encoding", {}).get("y", {}).get("datum") == 1 for layer in spec["spec"]["layer"]
+    )  # the no-speedup line
     curve = data.filter(pl.col("part") == "curve")
     assert (curve["ci_low"] <= curve["speedup"]).all()
     assert (curve["speedup"] <= curve["ci_high"]).all()

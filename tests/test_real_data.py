@@ -10,8 +10,12 @@ import pytest
 import regimes
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
-CUDA_RUNS = ["cuda-h200-gpt2", "cuda-h200-opt125m", "cuda-h200-instrumented",
-             "cuda-h200-gpt2-medium-window"]
+CUDA_RUNS = [
+    "cuda-h200-gpt2",
+    "cuda-h200-opt125m",
+    "cuda-h200-instrumented",
+    "cuda-h200-gpt2-medium-window",
+]
 ALL_RUNS = [*CUDA_RUNS, "cpu-distilgpt2"]
 
 
@@ -90,7 +94,8 @@ def test_the_published_mps_window_is_smooth_on_cuda():
 def test_cuda_latency_grows_with_budget(cuda_run):
     medians = (
         cuda_run.trials.filter(~pl.col("warmup"))
-        .group_by("use_cache", "budget").agg(pl.col("latency_s").median())
+        .group_by("use_cache", "budget")
+        .agg(pl.col("latency_s").median())
         .sort("budget")
     )
     budgets = medians["budget"]

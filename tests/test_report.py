@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 
 from regimes import RunWriter
-from regimes.viz.html import RunReport, build_report, headlines
 from regimes.data.schema import RegimesInputError
 from regimes.data.simulate import Sweep, simulate_sweep
+from regimes.viz.html import RunReport, build_report, headlines
 
 GRID = 16
 SPIKE_RATIO = 6.0
@@ -33,29 +33,44 @@ def synthetic_sweeps(*, both_cache: bool = True) -> list[tuple[str, bool, Sweep]
     """
     common = dict(n_budgets=GRID, trials=4, sessions=2)
     curves = [
-        ("synthetic-spiky", True, simulate_sweep(1, anomaly="spike", width=4, ratio=SPIKE_RATIO,
-                                                 seed=SPIKE_SEED, **common)),
+        (
+            "synthetic-spiky",
+            True,
+            simulate_sweep(
+                1, anomaly="spike", width=4, ratio=SPIKE_RATIO, seed=SPIKE_SEED, **common
+            ),
+        ),
         ("synthetic-smooth", True, simulate_sweep(1, seed=11, **common)),
     ]
     if both_cache:
-        curves += [(name, False, simulate_sweep(1, trend="quadratic", per_token_s=0.06,
-                                                seed=seed, **common))
-                   for name, seed in (("synthetic-spiky", 12), ("synthetic-smooth", 13))]
+        curves += [
+            (
+                name,
+                False,
+                simulate_sweep(1, trend="quadratic", per_token_s=0.06, seed=seed, **common),
+            )
+            for name, seed in (("synthetic-spiky", 12), ("synthetic-smooth", 13))
+        ]
     return curves
 
 
 def synthetic_trials(*, instrumented: bool = True, both_cache: bool = True) -> pl.DataFrame:
     """The trial table of :func:`synthetic_sweeps`, with phase times when instrumented."""
-    trials = pl.concat([
-        sweep.trials.with_columns(pl.lit(model).alias("model"), pl.lit(cache).alias("use_cache"))
-        for model, cache, sweep in synthetic_sweeps(both_cache=both_cache)
-    ]).drop("source")  # not a trial-table column; run_id still says synthetic
+    trials = pl.concat(
+        [
+            sweep.trials.with_columns(
+                pl.lit(model).alias("model"), pl.lit(cache).alias("use_cache")
+            )
+            for model, cache, sweep in synthetic_sweeps(both_cache=both_cache)
+        ]
+    ).drop("source")  # not a trial-table column; run_id still says synthetic
     if instrumented:
         # About 10 ms of prefill with 5% noise, never more than 30% of the latency.
         noise = np.random.default_rng(0).lognormal(0.0, 0.05, trials.height)
         prefill = pl.min_horizontal(pl.col("latency_s") * 0.3, pl.lit(noise) * 0.01)
         trials = trials.with_columns(
-            prefill.alias("prefill_s"), (pl.col("latency_s") - prefill).alias("decode_s"),
+            prefill.alias("prefill_s"),
+            (pl.col("latency_s") - prefill).alias("decode_s"),
             pl.lit(True).alias("instrumented"),
         )
     return trials
@@ -93,8 +108,9 @@ def page(report, tmp_path_factory) -> str:
 
 
 def _specs(page: str) -> dict:
-    match = re.search(r'<script type="application/json" id="regimes-specs">(.*?)</script>',
-                      page, re.S)
+    match = re.search(
+        r'<script type="application/json" id="regimes-specs">(.*?)</script>', page, re.S
+    )
     assert match, "the page has no chart specs"
     return json.loads(match.group(1))
 
@@ -108,8 +124,9 @@ def test_report_finds_the_synthetic_spike(report):
     assert anomalies["ratio_low"][0] < truth["ratio"] * 1.1
     assert anomalies["ratio_high"][0] > truth["ratio"] / 1.1
     lines = report.headlines()
-    assert lines[0].startswith(f"synthetic-spiky · cache on: latency_s at budget "
-                               f"{truth['start']}–{truth['end']} is ")
+    assert lines[0].startswith(
+        f"synthetic-spiky · cache on: latency_s at budget {truth['start']}–{truth['end']} is "
+    )
     assert len(lines) == anomalies.height + (
         report.speedup.collapses.height if report.speedup is not None else 0
     )
@@ -150,15 +167,17 @@ def test_charts_follow_what_the_data_supports(tmp_path):
     )
     assert [s.key for s in plain.charts] == ["latency"]  # 2 groups, no phases, one cache
     assert plain.speedup is None
-    many = build_report(write_synthetic_run(tmp_path / "many", instrumented=False),
-                        n_boot=200, heatmap_min_groups=4)
+    many = build_report(
+        write_synthetic_run(tmp_path / "many", instrumented=False), n_boot=200, heatmap_min_groups=4
+    )
     assert "heatmap" in [s.key for s in many.charts]
     assert "phases" not in [s.key for s in many.charts]
 
 
 def test_max_panels_keeps_the_anomalous_group(report):
-    narrow = build_report(report.trials, regimes=report.regimes, speedup=report.speedup,
-                          max_panels=1)
+    narrow = build_report(
+        report.trials, regimes=report.regimes, speedup=report.speedup, max_panels=1
+    )
     latency = next(s for s in narrow.charts if s.key == "latency").chart.to_dict()
     assert latency["facet"]["sort"] == ["synthetic-spiky · cache on"]
     assert any("1 of 4 groups" in note for note in narrow.notes)
@@ -167,10 +186,14 @@ def test_max_panels_keeps_the_anomalous_group(report):
 def test_headlines_without_anomalies(tmp_path):
     smooth = build_report(
         synthetic_trials(instrumented=False, both_cache=False).filter(
-            pl.col("model") == "synthetic-smooth"), n_boot=200)
+            pl.col("model") == "synthetic-smooth"
+        ),
+        n_boot=200,
+    )
     assert smooth.regimes.anomalies.height == 0
-    assert headlines(smooth.regimes) == ["no anomaly: latency_s follows its smooth trend in "
-                                         "every group"]
+    assert headlines(smooth.regimes) == [
+        "no anomaly: latency_s follows its smooth trend in every group"
+    ]
     assert "None significant." in smooth.to_html()
 
 
@@ -205,8 +228,7 @@ def test_explanations_follow_what_the_data_supports(report, page, tmp_path):
     # The synthetic spike lives in decode: its prefill is the same at every budget.
     assert phases["decode_share_low"][0] > 0.9
     assert "Prefill or decode: where the excess time goes" in page
-    plain = build_report(write_synthetic_run(tmp_path / "plain", instrumented=False),
-                         n_boot=200)
+    plain = build_report(write_synthetic_run(tmp_path / "plain", instrumented=False), n_boot=200)
     assert plain.explanations == []
 
 

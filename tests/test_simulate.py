@@ -31,8 +31,18 @@ def test_same_seed_same_sweep_and_different_seed_differs() -> None:
 @pytest.mark.parametrize("kind", ["spike", "plateau", "step"])
 def test_anomaly_multiplies_the_true_interval(kind: str) -> None:
     # noise-free: every cell's latency is the trend times the anomaly's ratio
-    sweep = simulate_sweep(1, anomaly=kind, cv=0.0, hiccup_rate=0.0, session_cv=0.0,
-                           ratio=3.0, width=3, trials=2, n_budgets=24, seed=1)
+    sweep = simulate_sweep(
+        1,
+        anomaly=kind,
+        cv=0.0,
+        hiccup_rate=0.0,
+        session_cv=0.0,
+        ratio=3.0,
+        width=3,
+        trials=2,
+        n_budgets=24,
+        seed=1,
+    )
     truth = sweep.truth.row(0, named=True)
     cells = sweep.trials.group_by("budget").agg(pl.col("latency_s").first()).sort("budget")
     budgets, latency = cells["budget"].to_numpy(), cells["latency_s"].to_numpy()
@@ -50,8 +60,16 @@ def test_anomaly_multiplies_the_true_interval(kind: str) -> None:
 
 
 def test_slope_change_is_continuous() -> None:
-    sweep = simulate_sweep(1, anomaly="slope", cv=0.0, hiccup_rate=0.0, session_cv=0.0,
-                           slope_factor=2.0, trials=2, seed=3)
+    sweep = simulate_sweep(
+        1,
+        anomaly="slope",
+        cv=0.0,
+        hiccup_rate=0.0,
+        session_cv=0.0,
+        slope_factor=2.0,
+        trials=2,
+        seed=3,
+    )
     kink = sweep.truth["kink_x"][0]
     cells = sweep.trials.group_by("budget").agg(pl.col("latency_s").first()).sort("budget")
     per_token = np.diff(cells["latency_s"].to_numpy()) / np.diff(cells["budget"].to_numpy())
@@ -63,8 +81,17 @@ def test_slope_change_is_continuous() -> None:
 
 
 def test_slow_process_hits_one_session_at_one_budget() -> None:
-    sweep = simulate_sweep(1, anomaly="slow_process", sessions=3, cv=0.0, hiccup_rate=0.0,
-                           session_cv=0.0, slow_ratio=2.5, trials=2, seed=5)
+    sweep = simulate_sweep(
+        1,
+        anomaly="slow_process",
+        sessions=3,
+        cv=0.0,
+        hiccup_rate=0.0,
+        session_cv=0.0,
+        slow_ratio=2.5,
+        trials=2,
+        seed=5,
+    )
     slow_x = sweep.truth["slow_x"][0]
     per_session = sweep.trials.group_by("budget", "session").agg(pl.col("latency_s").first())
     at = per_session.filter(pl.col("budget") == slow_x).sort("latency_s")["latency_s"].to_numpy()

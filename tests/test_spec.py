@@ -40,7 +40,12 @@ def test_grid_counts_and_defaults():
     assert spec.total_trials() == 24 * 2 * spec.sessions
     assert spec.total_trials(include_warmup=True) == 24 * (2 + spec.warmup) * spec.sessions
     assert spec.cases()[0] == Case("tiny-gpt2", "cpu", "float32", True, 8, 2)
-    assert (spec.weights, spec.isolation, spec.engine, spec.instrument) == ("random", "none", "generate", False)
+    assert (spec.weights, spec.isolation, spec.engine, spec.instrument) == (
+        "random",
+        "none",
+        "generate",
+        False,
+    )
 
 
 def test_budget_range_is_inclusive():
@@ -120,7 +125,9 @@ class _Unavailable:
 
 def test_unavailable_backend_fails_unless_not_checked(monkeypatch):
     monkeypatch.setattr(spec_module, "get_backend", lambda name: _Unavailable())
-    with pytest.raises(SpecError, match="backend 'cpu' is not available on this machine: no such device"):
+    with pytest.raises(
+        SpecError, match="backend 'cpu' is not available on this machine: no such device"
+    ):
         SweepSpec.from_dict(BASE)
     assert SweepSpec.from_dict(BASE, check_available=False).backends == ("cpu",)
 
@@ -129,7 +136,7 @@ def test_toml_file_errors(tmp_path):
     with pytest.raises(SpecError, match="no sweep spec at"):
         SweepSpec.from_toml(tmp_path / "missing.toml")
     broken = tmp_path / "broken.toml"
-    broken.write_text("models = [\"tiny-gpt2\"\nbudgets = 3\n")
+    broken.write_text('models = ["tiny-gpt2"\nbudgets = 3\n')
     with pytest.raises(SpecError, match="is not valid TOML"):
         SweepSpec.from_toml(broken)
 
@@ -143,7 +150,11 @@ def test_example_specs_parse(path):
 def test_example_specs_say_what_they_promise():
     mps = SweepSpec.from_toml(EXAMPLES / "mac-mps.toml", check_available=False)
     assert mps.budgets == tuple(range(480, 657, 16)) and len(mps.budgets) == 12
-    assert (mps.backends, mps.dtypes, mps.models) == (("mps",), ("float32", "float16"), ("gpt2-medium",))
+    assert (mps.backends, mps.dtypes, mps.models) == (
+        ("mps",),
+        ("float32", "float16"),
+        ("gpt2-medium",),
+    )
     assert (mps.trials, mps.warmup, mps.sessions, mps.isolation) == (5, 3, 2, "process")
     assert set(mps.use_cache) == {True, False} and mps.prompt_tokens == (65,)
     gpt2 = SweepSpec.from_toml(EXAMPLES / "cuda-h200-gpt2.toml", check_available=False)
@@ -152,8 +163,9 @@ def test_example_specs_say_what_they_promise():
     assert opt.models == ("opt-125m",) and opt.budgets == tuple(range(32, 513, 32))
     inst = SweepSpec.from_toml(EXAMPLES / "cuda-h200-instrumented.toml", check_available=False)
     assert inst.instrument and inst.budgets == tuple(range(64, 513, 64)) and inst.sessions == 1
-    window = SweepSpec.from_toml(EXAMPLES / "cuda-h200-gpt2-medium-window.toml",
-                                 check_available=False)
+    window = SweepSpec.from_toml(
+        EXAMPLES / "cuda-h200-gpt2-medium-window.toml", check_available=False
+    )
     assert window.budgets == mps.budgets and window.models == mps.models
     tiny = SweepSpec.from_toml(EXAMPLES / "tiny-cpu.toml")  # must run here: backend checked
     assert tiny.backends == ("cpu",)

@@ -86,9 +86,13 @@ def test_real_cuda_run_has_no_collapse_and_a_speedup_near_1():
     assert result.collapses.height == 0, result.summary()
     table = result.speedup.sort("budget")
     assert table.height == df.get_column("budget").n_unique() == 32
-    medians = (df.filter(~pl.col("warmup")).group_by("budget", "use_cache")
-               .agg(pl.col("latency_s").median())
-               .pivot("use_cache", index="budget", values="latency_s").sort("budget"))
+    medians = (
+        df.filter(~pl.col("warmup"))
+        .group_by("budget", "use_cache")
+        .agg(pl.col("latency_s").median())
+        .pivot("use_cache", index="budget", values="latency_s")
+        .sort("budget")
+    )
     measured = (medians.get_column("false") / medians.get_column("true")).to_numpy()
     np.testing.assert_allclose(table.get_column("speedup"), measured, rtol=1e-12)
     low, high = table.get_column("ci_low").to_numpy(), table.get_column("ci_high").to_numpy()
@@ -103,19 +107,22 @@ def test_real_cuda_run_has_no_collapse_and_a_speedup_near_1():
     assert ((low > trend) | (high < trend)).sum() <= 3
 
 
-@pytest.mark.parametrize(("start", "end", "t", "reason"), [
-    (3, 3, 6, None),                      # the published collapse: 3 and 2 flank cells
-    (2, 3, 6, None),
-    (1, 31, 32, "flank of 1 cell"),       # the trend would come from one cell
-    (1, 1, 6, "flank of 1 cell"),
-    (2, 9, 12, "3 on each side"),         # most of the grid between flanks of 2
-    (3, 8, 12, None),
-    (0, 0, 6, "one cell at the edge"),
-    (0, 1, 4, "flank of 2 cell"),
-    (3, 5, 6, None),                      # runs to the end, no longer than its flank
-    (3, 7, 8, "extrapolated beyond its support"),
-    (0, 5, 6, "whole grid"),
-])
+@pytest.mark.parametrize(
+    ("start", "end", "t", "reason"),
+    [
+        (3, 3, 6, None),  # the published collapse: 3 and 2 flank cells
+        (2, 3, 6, None),
+        (1, 31, 32, "flank of 1 cell"),  # the trend would come from one cell
+        (1, 1, 6, "flank of 1 cell"),
+        (2, 9, 12, "3 on each side"),  # most of the grid between flanks of 2
+        (3, 8, 12, None),
+        (0, 0, 6, "one cell at the edge"),
+        (0, 1, 4, "flank of 2 cell"),
+        (3, 5, 6, None),  # runs to the end, no longer than its flank
+        (3, 7, 8, "extrapolated beyond its support"),
+        (0, 5, 6, "whole grid"),
+    ],
+)
 def test_flank_support_needs_cells_on_each_side_it_draws_from(start, end, t, reason):
     found = flank_support(start, end, t)
     assert found is None if reason is None else reason in found
@@ -129,12 +136,16 @@ def test_no_collapse_from_a_trend_on_one_flank_cell():
     budgets = np.repeat(np.arange(1, 25) * 16, 5)
     on = 0.05 + 0.004 * budgets
     off = on * np.where(budgets == 16, 3.0, 1.0)
-    df = pl.DataFrame({
-        "run_id": "synthetic-one-high-cell", "backend": "cuda", "model": "gpt2",
-        "budget": np.concatenate([budgets, budgets]),
-        "use_cache": np.repeat([True, False], budgets.size),
-        "latency_s": np.concatenate([on, off]) * np.exp(rng.normal(0, 0.1, 2 * budgets.size)),
-    })
+    df = pl.DataFrame(
+        {
+            "run_id": "synthetic-one-high-cell",
+            "backend": "cuda",
+            "model": "gpt2",
+            "budget": np.concatenate([budgets, budgets]),
+            "use_cache": np.repeat([True, False], budgets.size),
+            "latency_s": np.concatenate([on, off]) * np.exp(rng.normal(0, 0.1, 2 * budgets.size)),
+        }
+    )
     result = cache_speedup(df, n_boot=200)
     assert result.collapses.height == 0, result.summary()
 
@@ -142,8 +153,13 @@ def test_no_collapse_from_a_trend_on_one_flank_cell():
 def _curve(budgets, log_speedup, sampling_var=0.004):
     budgets = np.asarray(budgets, dtype=float)
     n = budgets.size
-    return Curve(budgets, np.log(budgets), np.asarray(log_speedup, dtype=float),
-                 np.full(n, sampling_var), np.full(n, 8.0))
+    return Curve(
+        budgets,
+        np.log(budgets),
+        np.asarray(log_speedup, dtype=float),
+        np.full(n, sampling_var),
+        np.full(n, 8.0),
+    )
 
 
 def test_an_interior_interval_is_tested_in_the_coordinate_its_flanks_fit():
@@ -157,16 +173,18 @@ def test_an_interior_interval_is_tested_in_the_coordinate_its_flanks_fit():
     in_log = _curve(budgets, dipped)
     in_x = in_log._replace(u=budgets)
     tau_log, tau_x = whole_curve_taus([in_log, in_x])
-    plain, = scan_intervals(in_log, [(3, 3)], tau_log, direction="down")
-    chosen, = scan_intervals(in_log, [(3, 3)], tau_log, direction="down",
-                             alternatives=[(in_x, tau_x)])
+    (plain,) = scan_intervals(in_log, [(3, 3)], tau_log, direction="down")
+    (chosen,) = scan_intervals(
+        in_log, [(3, 3)], tau_log, direction="down", alternatives=[(in_x, tau_x)]
+    )
     assert chosen.trend[0][0] == pytest.approx(smooth[3], abs=1e-9)
     assert abs(plain.trend[0][0] - smooth[3]) > 0.05
     assert chosen.p_value[0] < plain.p_value[0]
     # an interval at the end of the grid keeps the first coordinate
-    edge_plain, = scan_intervals(in_log, [(4, 5)], tau_log, direction="down")
-    edge_chosen, = scan_intervals(in_log, [(4, 5)], tau_log, direction="down",
-                                  alternatives=[(in_x, tau_x)])
+    (edge_plain,) = scan_intervals(in_log, [(4, 5)], tau_log, direction="down")
+    (edge_chosen,) = scan_intervals(
+        in_log, [(4, 5)], tau_log, direction="down", alternatives=[(in_x, tau_x)]
+    )
     assert edge_chosen.p_value[0] == edge_plain.p_value[0]
     np.testing.assert_array_equal(edge_chosen.trend[0], edge_plain.trend[0])
 
@@ -176,23 +194,30 @@ def test_process_factors_far_above_trial_noise_stay_calibrated():
     the between-cell variance is invisible to a cell's replicates, and a short grid
     estimates it with few degrees of freedom; collapses stay rare (synthetic). Plugging
     in a between-cell variance estimated as 0 as if it were known reports 6 of 60."""
-    noise = dict(n_budgets=6, budget_step=128, trials=(3, 6), cv=(0.01, 0.04),
-                 hiccup_rate=(0.0, 0.03), session_cv=(0.05, 0.12), sessions=1,
-                 session_design="per_cell")
+    noise = dict(
+        n_budgets=6,
+        budget_step=128,
+        trials=(3, 6),
+        cv=(0.01, 0.04),
+        hiccup_rate=(0.0, 0.03),
+        session_cv=(0.05, 0.12),
+        sessions=1,
+        session_design="per_cell",
+    )
     on = simulate_sweep(60, per_token_s=0.01, seed=21, **noise).trials
     off = simulate_sweep(60, per_token_s=0.05, trend="quadratic", seed=22, **noise).trials
     both = on_and_off(on, off.with_columns(pl.col("session") + 10_000))
     # one call per model, as a user analyses one sweep: no pooling of the
     # multiple-testing correction across curves
-    found = [cache_speedup(part, n_boot=20).collapses.height
-             for part in both.partition_by("model")]
+    found = [cache_speedup(part, n_boot=20).collapses.height for part in both.partition_by("model")]
     assert sum(found) <= 0.05 * len(found)
 
 
 def test_smooth_speedups_report_no_collapse():
     on = simulate_sweep(20, n_budgets=12, budget_step=32, seed=11).trials
-    off = simulate_sweep(20, n_budgets=12, budget_step=32, trend="quadratic",
-                         per_token_s=(0.02, 0.1), seed=12).trials
+    off = simulate_sweep(
+        20, n_budgets=12, budget_step=32, trend="quadratic", per_token_s=(0.02, 0.1), seed=12
+    ).trials
     result = cache_speedup(on_and_off(on, off), n_boot=200)
     assert result.collapses.height == 0
     assert result.speedup.height == 20 * 12
@@ -201,12 +226,15 @@ def test_smooth_speedups_report_no_collapse():
 
 def test_cache_on_spike_is_a_collapse_with_its_boundaries():
     sweep = simulate_sweep(10, anomaly="spike", n_budgets=24, width=2, budget_step=32, seed=3)
-    off = simulate_sweep(10, n_budgets=24, budget_step=32, trend="quadratic",
-                         per_token_s=(0.02, 0.1), seed=4).trials
+    off = simulate_sweep(
+        10, n_budgets=24, budget_step=32, trend="quadratic", per_token_s=(0.02, 0.1), seed=4
+    ).trials
     result = cache_speedup(on_and_off(sweep.trials, off), n_boot=200)
     matched = sweep.truth.join(result.collapses, on="model", suffix="_found")
-    exact = matched.filter(((pl.col("start_found") - pl.col("start")).abs() <= 32)
-                           & ((pl.col("end_found") - pl.col("end")).abs() <= 32))
+    exact = matched.filter(
+        ((pl.col("start_found") - pl.col("start")).abs() <= 32)
+        & ((pl.col("end_found") - pl.col("end")).abs() <= 32)
+    )
     assert exact.height >= 8
     assert (matched.get_column("ratio_found") < 1).all()
 
@@ -214,12 +242,15 @@ def test_cache_on_spike_is_a_collapse_with_its_boundaries():
 def test_scale_and_row_order_change_nothing():
     df = published_cache_table(0)
     base = cache_speedup(df, n_boot=500)
-    moved = cache_speedup(df.with_columns(pl.col("latency_s") * 1000).sample(
-        fraction=1.0, shuffle=True, seed=1), n_boot=500)
+    moved = cache_speedup(
+        df.with_columns(pl.col("latency_s") * 1000).sample(fraction=1.0, shuffle=True, seed=1),
+        n_boot=500,
+    )
     for column in ("speedup", "ci_low", "ci_high", "trend"):
         np.testing.assert_allclose(moved.speedup[column], base.speedup[column], rtol=1e-9)
     assert moved.collapses.select("start", "end", "kind").equals(
-        base.collapses.select("start", "end", "kind"))
+        base.collapses.select("start", "end", "kind")
+    )
     for column in ("ratio", "ratio_low", "ratio_high", "p_value"):
         np.testing.assert_allclose(moved.collapses[column], base.collapses[column], rtol=1e-6)
 
@@ -251,10 +282,13 @@ def test_cells_measured_one_way_are_left_out_with_a_warning():
     assert 768 not in result.speedup.get_column("budget").to_list()
 
 
-@pytest.mark.parametrize(("keep", "message"), [
-    (pl.col("use_cache"), "no cache-off rows"),
-    (~pl.col("use_cache"), "no cache-on rows"),
-])
+@pytest.mark.parametrize(
+    ("keep", "message"),
+    [
+        (pl.col("use_cache"), "no cache-off rows"),
+        (~pl.col("use_cache"), "no cache-on rows"),
+    ],
+)
 def test_one_cache_state_is_a_clear_error(keep, message):
     with pytest.raises(RegimesInputError, match=message):
         cache_speedup(published_cache_table(0).filter(keep))
@@ -262,8 +296,11 @@ def test_one_cache_state_is_a_clear_error(keep, message):
 
 def test_no_overlapping_budgets_is_a_clear_error():
     df = published_cache_table(0).with_columns(
-        pl.when(pl.col("use_cache")).then(pl.col("budget") + 1).otherwise(pl.col("budget"))
-        .alias("budget"))
+        pl.when(pl.col("use_cache"))
+        .then(pl.col("budget") + 1)
+        .otherwise(pl.col("budget"))
+        .alias("budget")
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
         with pytest.raises(RegimesInputError, match="measured both with and without"):
@@ -275,8 +312,14 @@ def test_missing_or_null_cache_column_is_a_clear_error():
     with pytest.raises(RegimesInputError, match="no 'use_cache' column"):
         cache_speedup(df.drop("use_cache"))
     with pytest.raises(RegimesInputError, match="null"):
-        cache_speedup(df.with_columns(pl.when(pl.col("budget") == 128).then(None)
-                                      .otherwise(pl.col("use_cache")).alias("use_cache")))
+        cache_speedup(
+            df.with_columns(
+                pl.when(pl.col("budget") == 128)
+                .then(None)
+                .otherwise(pl.col("use_cache"))
+                .alias("use_cache")
+            )
+        )
     with pytest.raises(RegimesInputError, match="by= must not contain"):
         cache_speedup(df, by=["model", "use_cache"])
 

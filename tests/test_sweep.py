@@ -46,7 +46,7 @@ def tiny(**changes) -> SweepSpec:
     return SweepSpec.from_dict({**TINY, **changes})
 
 
-CASE_COLUMNS = list(TRIAL_KEY[:TRIAL_KEY.index("session")])
+CASE_COLUMNS = list(TRIAL_KEY[: TRIAL_KEY.index("session")])
 
 
 def measured(df: pl.DataFrame) -> pl.DataFrame:
@@ -59,12 +59,15 @@ def assert_complete_once(spec: SweepSpec, df: pl.DataFrame) -> None:
     assert rows.select(TRIAL_KEY).is_duplicated().sum() == 0
     expected = {
         ScheduledTrial(case, session, trial, False).key
-        for case in spec.cases() for session in range(spec.sessions) for trial in range(spec.trials)
+        for case in spec.cases()
+        for session in range(spec.sessions)
+        for trial in range(spec.trials)
     }
     assert set(rows.select(TRIAL_KEY).iter_rows()) == expected
 
 
 # -- schedule -------------------------------------------------------------------------
+
 
 def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     spec = tiny(models=["tiny-gpt2", "tiny-opt"], trials=3, warmup=2)
@@ -76,9 +79,11 @@ def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     assert changes == len(spec.models) - 1
     per_group = len(spec.cases()) // len(spec.models)
     for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
-        block = order[start:start + per_group * (spec.warmup + spec.trials)]
+        block = order[start : start + per_group * (spec.warmup + spec.trials)]
         measured_block = [t for t in block if not t.warmup]
-        rounds = [measured_block[i:i + per_group] for i in range(0, len(measured_block), per_group)]
+        rounds = [
+            measured_block[i : i + per_group] for i in range(0, len(measured_block), per_group)
+        ]
         assert len(rounds) == spec.trials
         for r, chunk in enumerate(rounds):
             assert {t.trial for t in chunk} == {r}
@@ -86,14 +91,16 @@ def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
         # each case's warm-ups sit right before its round-0 trial, not at the group's start
         for i, t in enumerate(block):
             if not t.warmup and t.trial == 0:
-                before = block[i - spec.warmup:i]
+                before = block[i - spec.warmup : i]
                 assert [(w.case, w.trial, w.warmup) for w in before] == [
-                    (t.case, k, True) for k in range(spec.warmup)]
+                    (t.case, k, True) for k in range(spec.warmup)
+                ]
         assert sum(t.warmup for t in block) == per_group * spec.warmup
         assert not block[per_group * spec.warmup - 1].warmup  # warm-ups are not all up front
     # the warm-up count does not change the measured order
     assert [t for t in order if not t.warmup] == [
-        t for t in schedule(tiny(models=["tiny-gpt2", "tiny-opt"], trials=3, warmup=0), 0)]
+        t for t in schedule(tiny(models=["tiny-gpt2", "tiny-opt"], trials=3, warmup=0), 0)
+    ]
 
 
 def test_schedule_is_shuffled_and_seeded():
@@ -124,14 +131,17 @@ def test_plan_skips_done_and_renumbers_repeated_warmups():
     assert [t.trial for t in plan if not t.warmup and t.case == spec.cases()[2]] == [1]
     # the repeated warm-ups come right before that case's first remaining trial
     at = plan.index(ScheduledTrial(spec.cases()[2], 0, 1, False))
-    assert plan[at - 2:at] == [ScheduledTrial(spec.cases()[2], 0, k, True) for k in (2, 3)]
-    assert [t for t in plan if t.case == spec.cases()[3]] == [t for t in full if t.case == spec.cases()[3]]
+    assert plan[at - 2 : at] == [ScheduledTrial(spec.cases()[2], 0, k, True) for k in (2, 3)]
+    assert [t for t in plan if t.case == spec.cases()[3]] == [
+        t for t in full if t.case == spec.cases()[3]
+    ]
     # relative order of what is left is the original order
     positions = [full.index(t) for t in plan if not t.warmup]
     assert positions == sorted(positions)
 
 
 # -- a whole sweep -------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
@@ -226,12 +236,17 @@ def test_instrumented_run_fills_the_steps_table(tmp_path):
     trials, steps = run.trials, run.steps
     assert trials["instrumented"].all() and trials["prefill_s"].is_not_null().all()
     per_trial = steps.group_by(["budget", "use_cache", "trial", "warmup"]).agg(
-        pl.len().alias("n"), pl.col("step").min().alias("first"), pl.col("step_s").sum().alias("total"))
+        pl.len().alias("n"),
+        pl.col("step").min().alias("first"),
+        pl.col("step_s").sum().alias("total"),
+    )
     joined = per_trial.join(trials, on=["budget", "use_cache", "trial", "warmup"])
     assert joined.height == trials.height
     assert (joined["n"] == joined["budget"]).all() and (joined["first"] == 0).all()
     assert ((joined["total"] - joined["latency_s"]).abs() < 1e-6).all()
-    prefill = steps.filter(pl.col("step") == 0).join(trials, on=["budget", "use_cache", "trial", "warmup"])
+    prefill = steps.filter(pl.col("step") == 0).join(
+        trials, on=["budget", "use_cache", "trial", "warmup"]
+    )
     assert ((prefill["step_s"] - prefill["prefill_s"]).abs() < 1e-9).all()
 
 
@@ -257,7 +272,10 @@ def test_a_failing_case_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch)
     assert calls[(4, False)] == spec.sessions  # tried once per session, then skipped
     failing = (pl.col("budget") == 4) & ~pl.col("use_cache")
     assert run.trials.filter(failing).height == 0
-    assert measured(run.trials.filter(~failing)).height == spec.total_trials() - spec.trials * spec.sessions
+    assert (
+        measured(run.trials.filter(~failing)).height
+        == spec.total_trials() - spec.trials * spec.sessions
+    )
     # a resume does not retry a case that failed
     again = run_sweep(spec, tmp_path / "run", progress=False)
     assert again.measured == 0 and again.errors == 0 and calls[(4, False)] == spec.sessions
@@ -287,7 +305,9 @@ def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
     assert stopped.status == "incomplete" and stopped.exit_code == 3 and stopped.measured == 0
     writer = RunWriter(path, None)
     asked = iter(range(1000))
-    outcome = run_session(spec, writer, 0, should_stop=lambda: "deadline" if next(asked) >= 8 else None)
+    outcome = run_session(
+        spec, writer, 0, should_stop=lambda: "deadline" if next(asked) >= 8 else None
+    )
     assert outcome.stopped == "deadline" and 0 < outcome.measured < spec.total_trials() // 2
     parts = list((path / "trials").glob("*.parquet"))
     assert len(parts) == outcome.measured + outcome.warmups  # one atomic part per generation
@@ -300,8 +320,13 @@ def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
     # the stopped slice warmed only what it measured; the resume re-warmed what it reached
     warm0 = df.filter(pl.col("warmup") & (pl.col("session") == 0)).height
     assert warm0 == outcome.warmups + len(spec.cases())
-    assert outcome.warmups == len(set(measured(df.filter(pl.col("order") < outcome.measured + outcome.warmups))
-                                      .select(CASE_COLUMNS).iter_rows()))
+    assert outcome.warmups == len(
+        set(
+            measured(df.filter(pl.col("order") < outcome.measured + outcome.warmups))
+            .select(CASE_COLUMNS)
+            .iter_rows()
+        )
+    )
     assert df["order"].n_unique() == df.height
 
 
@@ -323,13 +348,23 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
             asks = iter(range(10_000))
             # The 1st question comes before the model load; the deadline then passes
             # after the first warm-up of the slice's second case.
-            outcome = run_session(spec, writer, session,
-                                  should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None)
+            outcome = run_session(
+                spec,
+                writer,
+                session,
+                should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None,
+            )
             stopped_mid_warmup += outcome.warmups % spec.warmup != 0
             assert outcome.measured > 0  # a slice always gets through a warmed case
             assert outcome.warmups == spec.warmup * len(
-                {t for t in measured(regimes.load(path)).filter(pl.col("process_id") == f"slice-{slices}")
-                 .select(CASE_COLUMNS).iter_rows()})
+                {
+                    t
+                    for t in measured(regimes.load(path))
+                    .filter(pl.col("process_id") == f"slice-{slices}")
+                    .select(CASE_COLUMNS)
+                    .iter_rows()
+                }
+            )
     assert slices > spec.sessions and stopped_mid_warmup == 0
     df = regimes.load(path)
     assert_complete_once(spec, df)
@@ -353,8 +388,12 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
     path = tmp_path / "run"
     run_sweep(spec, path, max_seconds=1e-9, progress=False)
     asks = iter(range(100))
-    first = run_session(spec, RunWriter(path, None), 0,
-                        should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None)
+    first = run_session(
+        spec,
+        RunWriter(path, None),
+        0,
+        should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None,
+    )
     assert first.measured == 2 and first.warmups == 4
     result = run_sweep(spec, path, progress=False)
     assert totals[0] == spec.total_trials(include_warmup=True)
@@ -368,8 +407,9 @@ def test_an_orphaned_session_does_not_wait_for_a_warmed_case(tmp_path):
     path = tmp_path / "run"
     run_sweep(spec, path, max_seconds=1e-9, progress=False)
     asks = iter(range(100))
-    outcome = run_session(spec, RunWriter(path, None), 0,
-                          should_stop=lambda: "orphaned" if next(asks) >= 2 else None)
+    outcome = run_session(
+        spec, RunWriter(path, None), 0, should_stop=lambda: "orphaned" if next(asks) >= 2 else None
+    )
     assert outcome.stopped == "orphaned" and (outcome.warmups, outcome.measured) == (1, 0)
 
 
@@ -389,9 +429,19 @@ def test_a_crashed_session_process_is_charged_to_its_case():
     case = spec.cases()[3]
     start = {"event": "start", "session": 0, "case": case.__dict__, "trial": 0, "warmup": False}
     rows = _crash_error_rows("r", spec, 0, start, -signal.SIGKILL)
-    assert len(rows) == 1 and rows[0]["budget"] == case.budget and rows[0]["error_type"] == "WorkerCrash"
+    assert (
+        len(rows) == 1
+        and rows[0]["budget"] == case.budget
+        and rows[0]["error_type"] == "WorkerCrash"
+    )
     assert "SIGKILL" in rows[0]["error"]
-    load = {"event": "load", "session": 0, "model": "tiny-gpt2", "backend": "cpu", "dtype": "float32"}
+    load = {
+        "event": "load",
+        "session": 0,
+        "model": "tiny-gpt2",
+        "backend": "cpu",
+        "dtype": "float32",
+    }
     assert len(_crash_error_rows("r", spec, 0, load, 1)) == len(spec.cases())
     assert _crash_error_rows("r", spec, 0, None, 1) == []
 

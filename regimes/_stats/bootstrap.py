@@ -126,10 +126,13 @@ def hierarchical_medians(values: np.ndarray, n_boot: int, rng: np.random.Generat
         picked = np.take_along_axis(flat, index, axis=2).reshape(cells, n_columns, n_boot, -1)
         return np.moveaxis(_median_last_axis(picked), 1, 2)
     chosen_sizes = np.take_along_axis(
-        np.broadcast_to(sizes[:, None, :, None], (cells, n_boot, n_sessions, 1)), chosen, axis=2)
+        np.broadcast_to(sizes[:, None, :, None], (cells, n_boot, n_sessions, 1)), chosen, axis=2
+    )
     draws = np.floor(rng.random((cells, n_boot, n_sessions, width)) * chosen_sizes).astype(np.int32)
     index = (chosen * width + draws).reshape(cells, 1, -1)
-    picked = np.take_along_axis(flat, index, axis=2).reshape(cells, n_columns, n_boot, n_sessions, width)
+    picked = np.take_along_axis(flat, index, axis=2).reshape(
+        cells, n_columns, n_boot, n_sessions, width
+    )
     # a session with fewer trials contributes fewer draws: mask the surplus
     picked = np.where(np.arange(width) < chosen_sizes[:, None], picked, np.nan)
     return np.moveaxis(np.nanmedian(picked.reshape(cells, n_columns, n_boot, -1), axis=3), 1, 2)
@@ -154,8 +157,8 @@ def bootstrap_median_ci(
     chunk = block_size(n_boot, n_sessions, width)
     quantiles = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
     for start in range(0, cells, chunk):
-        medians = hierarchical_medians(values[start:start + chunk, ..., None], n_boot, rng)
-        out[start:start + chunk] = np.quantile(medians[..., 0], quantiles, axis=1).T
+        medians = hierarchical_medians(values[start : start + chunk, ..., None], n_boot, rng)
+        out[start : start + chunk] = np.quantile(medians[..., 0], quantiles, axis=1).T
     return out
 
 
@@ -237,15 +240,21 @@ def cell_summaries(
     multi = counted.filter(pl.col("n_sessions") > 1)
     parts = []
     if single.height:
-        parts.append(_order_statistic_ci(single, keys, y, level).with_columns(
-            pl.lit(1, dtype=pl.Int64).alias("n_sessions")))
+        parts.append(
+            _order_statistic_ci(single, keys, y, level).with_columns(
+                pl.lit(1, dtype=pl.Int64).alias("n_sessions")
+            )
+        )
     if multi.height:
         if n_boot < 1:
             raise ValueError(f"n_boot must be a positive integer, got {n_boot}")
-        nsess = multi.group_by(keys).agg(pl.col(session).n_unique().cast(pl.Int64).alias("n_sessions"))
+        nsess = multi.group_by(keys).agg(
+            pl.col(session).n_unique().cast(pl.Int64).alias("n_sessions")
+        )
         parts.append(
-            _hierarchical_ci(multi, keys, y, session, n_boot, seed, level)
-            .join(nsess, on=keys, how="left", nulls_equal=True)
+            _hierarchical_ci(multi, keys, y, session, n_boot, seed, level).join(
+                nsess, on=keys, how="left", nulls_equal=True
+            )
         )
     columns = [*keys, "n", "n_sessions", "median", "ci_low", "ci_high"]
     return pl.concat([p.select(columns) for p in parts]).sort(keys, nulls_last=True)

@@ -162,7 +162,9 @@ def _batched_biweight(
 
 
 def difference_trends(
-    u: np.ndarray, level: np.ndarray, total_var: np.ndarray,
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
     breaks: Sequence[Sequence[int]] | None = None,
 ) -> np.ndarray:
     """:func:`difference_trend` for curves of equal length, rows of 2-D arrays."""
@@ -178,8 +180,12 @@ def difference_trends(
         rows = degrees == degree
         basis = _basis(u[rows], int(degree))
         design = basis[:, 1:] - basis[:, :-1]
-        coef, _, _ = _batched_biweight(design, np.diff(level[rows], axis=1),
-                                       total_var[rows, 1:] + total_var[rows, :-1], keep[rows])
+        coef, _, _ = _batched_biweight(
+            design,
+            np.diff(level[rows], axis=1),
+            total_var[rows, 1:] + total_var[rows, :-1],
+            keep[rows],
+        )
         trend = np.einsum("gtp,gp->gt", basis, coef)
         out[rows] = trend + np.median(level[rows] - trend, axis=1, keepdims=True)
     return out
@@ -208,12 +214,16 @@ def difference_trend(
     u = np.asarray(u, dtype=float)
     if u.size < 2:
         return np.asarray(level, dtype=float).copy()
-    return difference_trends(u[None], np.asarray(level, float)[None],
-                             np.asarray(total_var, float)[None], [list(breaks)])[0]
+    return difference_trends(
+        u[None], np.asarray(level, float)[None], np.asarray(total_var, float)[None], [list(breaks)]
+    )[0]
 
 
 def level_trends(
-    u: np.ndarray, level: np.ndarray, total_var: np.ndarray, breaks: Sequence[Sequence[int]],
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    breaks: Sequence[Sequence[int]],
 ) -> list[SmoothTrend]:
     """:func:`level_trend` for curves of equal length, rows of 2-D arrays."""
     g, t = u.shape
@@ -224,8 +234,9 @@ def level_trends(
     for degree in np.unique(degrees):
         rows = np.flatnonzero(degrees == degree)
         basis = _basis(u[rows], int(degree))
-        coef, weight, centred = _batched_biweight(basis, level[rows], total_var[rows],
-                                                  active[rows], ids[rows])
+        coef, weight, centred = _batched_biweight(
+            basis, level[rows], total_var[rows], active[rows], ids[rows]
+        )
         xw = centred * weight[..., None]
         normal = np.swapaxes(xw, 1, 2) @ centred
         coef_map = np.linalg.pinv(normal) @ np.swapaxes(xw, 1, 2)
@@ -233,7 +244,9 @@ def level_trends(
         # the constant puts the first segment on the trend (later ones keep their shifts);
         # it matters when segmenting, where residuals are divided by unequal deviations
         first = (ids[rows] == 0) * weight
-        offset = np.sum(first * (level[rows] - values), axis=1) / np.maximum(first.sum(axis=1), 1e-300)
+        offset = np.sum(first * (level[rows] - values), axis=1) / np.maximum(
+            first.sum(axis=1), 1e-300
+        )
         values = values + offset[:, None]
         for k, row in enumerate(rows):
             out[row] = SmoothTrend(values=values[k], basis=basis[k], coef_map=coef_map[k])
@@ -255,12 +268,17 @@ def level_trend(
     and the degree is lowered until every coefficient has four cells. The trend is
     linear in the levels at the final robust weights; see :class:`SmoothTrend`.
     """
-    return level_trends(np.asarray(u, float)[None], np.asarray(level, float)[None],
-                        np.asarray(total_var, float)[None], [list(breaks)])[0]
+    return level_trends(
+        np.asarray(u, float)[None],
+        np.asarray(level, float)[None],
+        np.asarray(total_var, float)[None],
+        [list(breaks)],
+    )[0]
 
 
-def _penalised_costs(standardised: np.ndarray, breaks: Sequence[Sequence[int]],
-                     penalty: float) -> np.ndarray:
+def _penalised_costs(
+    standardised: np.ndarray, breaks: Sequence[Sequence[int]], penalty: float
+) -> np.ndarray:
     """l2 cost of the segment means plus ``penalty`` per break (ruptures' objective)."""
     ids = _segment_ids(breaks, standardised.shape[1])
     centred = _within(standardised, np.ones_like(standardised), ids)
@@ -278,8 +296,10 @@ def segment_curves(
     g = u.shape[0]
     sd = np.sqrt(total_var)
     no_breaks: list[list[int]] = [[] for _ in range(g)]
-    starts = (difference_trends(u, level, total_var),
-              np.stack([f.values for f in level_trends(u, level, total_var, no_breaks)]))
+    starts = (
+        difference_trends(u, level, total_var),
+        np.stack([f.values for f in level_trends(u, level, total_var, no_breaks)]),
+    )
     best_cost = np.full(g, np.inf)
     best_breaks: list[list[int]] = [[] for _ in range(g)]
     best_fits: list[SmoothTrend | None] = [None] * g
@@ -328,8 +348,13 @@ def segment_curve(
     the final residuals) wins. :func:`segment_curves` does the same for many curves of
     equal length at once.
     """
-    breaks, fits = segment_curves(np.asarray(u, float)[None], np.asarray(level, float)[None],
-                                  np.asarray(total_var, float)[None], penalty, max_rounds)
+    breaks, fits = segment_curves(
+        np.asarray(u, float)[None],
+        np.asarray(level, float)[None],
+        np.asarray(total_var, float)[None],
+        penalty,
+        max_rounds,
+    )
     return breaks[0], fits[0]
 
 

@@ -50,9 +50,18 @@ from regimes._stats.intervals import (
     test_intervals,
 )
 
-__all__ = ["Curve", "curve_from_levels", "flank_support", "interval_segments",
-           "interval_tau", "interval_trends", "scan_intervals", "supported_intervals",
-           "test_fixed_interval", "whole_curve_taus"]
+__all__ = [
+    "Curve",
+    "curve_from_levels",
+    "flank_support",
+    "interval_segments",
+    "interval_tau",
+    "interval_trends",
+    "scan_intervals",
+    "supported_intervals",
+    "test_fixed_interval",
+    "whole_curve_taus",
+]
 
 EDGE_FLANK = MIN_EDGE_FLANK
 """Cells of the one flank an interval touching an end of the grid needs, and the size of
@@ -65,7 +74,8 @@ of another anomaly), not a trend."""
 
 class Curve(NamedTuple):
     """One curve's cells in increasing x: positions, trend coordinate, log levels with
-    their sampling variances and df (from :func:`regimes.intervals.cell_levels`)."""
+    their sampling variances and df (from :func:`regimes.intervals.cell_levels`).
+    """
 
     x: np.ndarray
     u: np.ndarray
@@ -87,11 +97,15 @@ def curve_from_levels(cells: pl.DataFrame, x: str = "_x") -> Curve:
 
 def whole_curve_taus(curves: Sequence[Curve]) -> list[tuple[float, float]]:
     """Whole-curve between-cell variance ``(tau2, df)`` of each curve; curves too short
-    for their own estimate borrow the median of the others, as detection does."""
+    for their own estimate borrow the median of the others, as detection does.
+    """
     taus = [between_cell_variance(c.u, c.level, c.var) for c in curves]
     known = [t for t in taus if math.isfinite(t[0])]
-    fallback = (float(np.median([t[0] for t in known])), float(np.median([t[1] for t in known]))
-                ) if known else (0.0, 0.0)
+    fallback = (
+        (float(np.median([t[0] for t in known])), float(np.median([t[1] for t in known])))
+        if known
+        else (0.0, 0.0)
+    )
     return [t if math.isfinite(t[0]) else fallback for t in taus]
 
 
@@ -121,22 +135,31 @@ def flank_support(start: int, end: int, t: int) -> str | None:
     if flank < EDGE_FLANK:
         return f"a flank of {flank} cell(s) on its one side; the trend needs {EDGE_FLANK}"
     if width > flank:
-        return (f"{width} cells against a flank of {flank} on one side: the trend would be "
-                "extrapolated beyond its support")
+        return (
+            f"{width} cells against a flank of {flank} on one side: the trend would be "
+            "extrapolated beyond its support"
+        )
     return None
 
 
 def supported_intervals(t: int) -> list[tuple[int, int]]:
     """Every interval ``(start, end)`` of a grid of ``t`` cells that :func:`flank_support`
-    admits, by start then end."""
-    return [(start, end) for start in range(t) for end in range(start, t)
-            if flank_support(start, end, t) is None]
+    admits, by start then end.
+    """
+    return [
+        (start, end)
+        for start in range(t)
+        for end in range(start, t)
+        if flank_support(start, end, t) is None
+    ]
 
 
-def interval_segments(start: int, end: int, t: int, flank: int = EDGE_FLANK
-                      ) -> tuple[list[int], int, int]:
+def interval_segments(
+    start: int, end: int, t: int, flank: int = EDGE_FLANK
+) -> tuple[list[int], int, int]:
     """Breaks that make ``[start, end]`` (cell indices) a run of segments of a grid of
-    ``t`` cells, and the indices of its first and last segment."""
+    ``t`` cells, and the indices of its first and last segment.
+    """
     width = end - start + 1
     inner = {start, end + 1}
     if start == 0 and width > flank:
@@ -149,7 +172,11 @@ def interval_segments(start: int, end: int, t: int, flank: int = EDGE_FLANK
 
 
 def interval_tau(
-    curve: Curve, start: int, end: int, breaks: Sequence[int], smooth: SmoothTrend,
+    curve: Curve,
+    start: int,
+    end: int,
+    breaks: Sequence[int],
+    smooth: SmoothTrend,
     fallback: tuple[float, float],
 ) -> tuple[float, float]:
     """Between-cell variance ``(tau2, df)`` for testing cells ``start..end``.
@@ -174,15 +201,16 @@ def interval_tau(
     robust = between_cell_variance(u, lev, var, breaks, smooth.values)
     if math.isfinite(robust[0]) and robust[1] >= 4:
         return _carried(*robust, float(np.median(var)))
-    keep = np.r_[0:start, end + 1:u.size]
+    keep = np.r_[0:start, end + 1 : u.size]
     lack_of_fit = _flank_lack_of_fit(u[keep], lev[keep], var[keep])
     if lack_of_fit is not None:
         return _carried(*lack_of_fit)
     return _carried(*fallback, float(np.median(var)))
 
 
-def _flank_lack_of_fit(u: np.ndarray, level: np.ndarray, var: np.ndarray
-                       ) -> tuple[float, float, float] | None:
+def _flank_lack_of_fit(
+    u: np.ndarray, level: np.ndarray, var: np.ndarray
+) -> tuple[float, float, float] | None:
     """``(tau2, df, sampling)`` from an ordinary least-squares polynomial through the
     cells, or ``None`` without a residual degree of freedom.
 
@@ -225,16 +253,20 @@ def _carried(tau2: float, df: float, sampling: float) -> tuple[float, float]:
 
 
 def interval_trends(
-    curve: Curve, total_var: np.ndarray, intervals: Sequence[tuple[int, int]],
+    curve: Curve,
+    total_var: np.ndarray,
+    intervals: Sequence[tuple[int, int]],
 ) -> list[tuple[list[int], SmoothTrend]]:
     """Breaks (:func:`interval_segments`) and smooth trend for testing each interval
     (cell indices) of one curve: the curve's robust polynomial with a free level shift at
     each of the interval's breaks (:func:`regimes.changepoints.level_trends`, all
-    intervals in one batch)."""
+    intervals in one batch).
+    """
     framed = [interval_segments(start, end, curve.u.size)[0] for start, end in intervals]
     k = len(framed)
-    trends = level_trends(np.tile(curve.u, (k, 1)), np.tile(curve.level, (k, 1)),
-                          np.tile(total_var, (k, 1)), framed)
+    trends = level_trends(
+        np.tile(curve.u, (k, 1)), np.tile(curve.level, (k, 1)), np.tile(total_var, (k, 1)), framed
+    )
     return list(zip(framed, trends))
 
 
@@ -274,8 +306,10 @@ def scan_intervals(
     # the supported ones where that adjustment did not cap the p-value at 1.
     family = min(1.0, len(supported_intervals(t)) / max(1, t * (t + 1) // 2 - 1))
     interior = [k for k, (start, end) in enumerate(intervals) if 0 < start and end < t - 1]
-    options = [(curve, prior_tau, range(len(intervals))),
-               *((c, tau, interior) for c, tau in alternatives)]
+    options = [
+        (curve, prior_tau, range(len(intervals))),
+        *((c, tau, interior) for c, tau in alternatives),
+    ]
     fits: list[list] = [[] for _ in intervals]
     for c, tau, tested in options:
         if not tested:
@@ -289,8 +323,14 @@ def scan_intervals(
         tau, c, breaks, smooth = min(candidates, key=lambda fit: fit[0][0])  # ties: the first
         est = CurveEstimates(c.u, c.level, c.var, c.df, *tau)
         _, first, last = interval_segments(start, end, t)
-        tests = test_intervals(est, [(start, end, first, last)], breaks, smooth=smooth,
-                               direction=direction, level=level)
+        tests = test_intervals(
+            est,
+            [(start, end, first, last)],
+            breaks,
+            smooth=smooth,
+            direction=direction,
+            level=level,
+        )
         p_value = np.where(tests.p_value < 1.0, tests.p_value * family, 1.0)
         out.append(replace(tests, p_value=p_value))
     return out
@@ -306,5 +346,4 @@ def test_fixed_interval(
     level: float = 0.95,
 ) -> IntervalTests:
     """Test cells ``start..end`` (indices) of one curve against its flank trend."""
-    return scan_intervals(curve, [(start, end)], prior_tau, direction=direction,
-                          level=level)[0]
+    return scan_intervals(curve, [(start, end)], prior_tau, direction=direction, level=level)[0]

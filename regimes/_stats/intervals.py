@@ -87,12 +87,50 @@ __all__ = [
     "trend_contrast",
 ]
 
-_MEDIAN_VARIANCE = np.array([
-    1.0, 1.0, 1.349, 1.192, 1.434, 1.288, 1.473, 1.344, 1.497, 1.382, 1.509, 1.41, 1.521,
-    1.431, 1.526, 1.446, 1.529, 1.46, 1.536, 1.47, 1.541, 1.475, 1.541, 1.485, 1.544, 1.492,
-    1.543, 1.496, 1.548, 1.499, 1.55, 1.506, 1.551, 1.509, 1.55, 1.51, 1.553, 1.517, 1.553,
-    1.519,
-])
+_MEDIAN_VARIANCE = np.array(
+    [
+        1.0,
+        1.0,
+        1.349,
+        1.192,
+        1.434,
+        1.288,
+        1.473,
+        1.344,
+        1.497,
+        1.382,
+        1.509,
+        1.41,
+        1.521,
+        1.431,
+        1.526,
+        1.446,
+        1.529,
+        1.46,
+        1.536,
+        1.47,
+        1.541,
+        1.475,
+        1.541,
+        1.485,
+        1.544,
+        1.492,
+        1.543,
+        1.496,
+        1.548,
+        1.499,
+        1.55,
+        1.506,
+        1.551,
+        1.509,
+        1.55,
+        1.51,
+        1.553,
+        1.517,
+        1.553,
+        1.519,
+    ]
+)
 """n times the variance of the median of n standard normals, n = 1..40 (2 million
 simulated samples each; even n average the middle pair)."""
 
@@ -223,14 +261,20 @@ def cell_levels(
     adjusted = frame.select([curve, x, session, value])
     if offsets.height:
         adjusted = adjusted.join(offsets, on=[curve, session], how="left", nulls_equal=True)
-        adjusted = adjusted.with_columns((pl.col(value) - pl.col("_alpha").fill_null(0.0)).alias("_adj"))
+        adjusted = adjusted.with_columns(
+            (pl.col(value) - pl.col("_alpha").fill_null(0.0)).alias("_adj")
+        )
     else:
         adjusted = adjusted.with_columns(pl.col(value).alias("_adj"))
-    session_stats = adjusted.group_by([*cell_keys, session]).agg(
-        pl.col("_adj").median().alias("_m"),
-        pl.len().alias("_ns"),
-        (pl.col("_adj").var(ddof=0) * pl.len()).alias("_ss"),
-    ).sort([*cell_keys, session])
+    session_stats = (
+        adjusted.group_by([*cell_keys, session])
+        .agg(
+            pl.col("_adj").median().alias("_m"),
+            pl.len().alias("_ns"),
+            (pl.col("_adj").var(ddof=0) * pl.len()).alias("_ss"),
+        )
+        .sort([*cell_keys, session])
+    )
     # sessions in a fixed order: float sums and variances must not depend on hashing
     cells = session_stats.group_by(cell_keys, maintain_order=True).agg(
         pl.col("_ns").sum().cast(pl.Int64).alias("n"),
@@ -242,15 +286,16 @@ def cell_levels(
     if cells.get_column("n_sessions").max() > 1:
         # the level is the median of all of a cell's trials, not of its session medians
         cells = cells.drop("level").join(
-            adjusted.group_by(cell_keys).agg(pl.col("_adj").median().alias("level")), on=cell_keys)
+            adjusted.group_by(cell_keys).agg(pl.col("_adj").median().alias("level")), on=cell_keys
+        )
     cells = (
-        cells
-        .join(_within_session_scale(adjusted, curve, x, session, "_adj"), on=curve, how="left")
+        cells.join(_within_session_scale(adjusted, curve, x, session, "_adj"), on=curve, how="left")
         .with_columns(
             # pairs share trials and a median keeps about half the information of a
             # classical variance: half the curve's within-session df
             (0.5 * (pl.col("n") - pl.col("n_sessions")).sum().over(curve))
-            .clip(1.0, None).alias("_pooled_df")
+            .clip(1.0, None)
+            .alias("_pooled_df")
         )
         .sort(cell_keys)
     )
@@ -271,10 +316,15 @@ def cell_levels(
     multi = n_sessions > 1
     between_pool = np.zeros(n.size)
     if multi.any():
-        scaled = np.where(multi, between_own * between_df / stats.chi2.median(np.maximum(between_df, 1)), np.nan)
-        pooled = pl.DataFrame({"c": curve_ids, "b": scaled}).with_columns(
-            pl.col("b").fill_nan(None).median().over("c").fill_null(0.0).alias("p")
-        ).get_column("p").to_numpy()
+        scaled = np.where(
+            multi, between_own * between_df / stats.chi2.median(np.maximum(between_df, 1)), np.nan
+        )
+        pooled = (
+            pl.DataFrame({"c": curve_ids, "b": scaled})
+            .with_columns(pl.col("b").fill_nan(None).median().over("c").fill_null(0.0).alias("p"))
+            .get_column("p")
+            .to_numpy()
+        )
         between_pool = pooled
     between = (PRIOR_DF * between_pool + between_df * between_own) / (PRIOR_DF + between_df)
     estimates = np.stack([kappa * within / n, np.where(multi, between / n_sessions, 0.0)])
@@ -458,7 +508,10 @@ MIN_EDGE_FLANK = 3
 
 
 def candidate_intervals(
-    n_cells: int, breaks: Sequence[int], max_segments: int = 25, max_candidates: int = 2000,
+    n_cells: int,
+    breaks: Sequence[int],
+    max_segments: int = 25,
+    max_candidates: int = 2000,
     min_edge_flank: int = MIN_EDGE_FLANK,
 ) -> list[tuple[int, int, int, int]]:
     """Runs of consecutive segments, as ``(start, end, first_segment, last_segment)``.
@@ -571,13 +624,17 @@ def t_sf(z: np.ndarray, dof: np.ndarray) -> np.ndarray:
     argument checking costs more than the arithmetic. Infinite df is the normal.
     """
     z, dof = np.broadcast_arrays(np.asarray(z, dtype=float), np.asarray(dof, dtype=float))
-    return np.where(np.isinf(dof), special.ndtr(-z), special.stdtr(np.where(np.isinf(dof), 1.0, dof), -z))
+    return np.where(
+        np.isinf(dof), special.ndtr(-z), special.stdtr(np.where(np.isinf(dof), 1.0, dof), -z)
+    )
 
 
 def t_quantile(q: float, dof: np.ndarray) -> np.ndarray:
     """Quantile of Student's t (``scipy.stats.t.ppf`` through ``scipy.special``)."""
     dof = np.asarray(dof, dtype=float)
-    return np.where(np.isinf(dof), special.ndtri(q), special.stdtrit(np.where(np.isinf(dof), 1.0, dof), q))
+    return np.where(
+        np.isinf(dof), special.ndtri(q), special.stdtrit(np.where(np.isinf(dof), 1.0, dof), q)
+    )
 
 
 def _one_sided_p(z: np.ndarray, dof: np.ndarray, direction: str) -> np.ndarray:
@@ -649,8 +706,9 @@ def test_intervals(
     edges = [0, *[int(b) for b in breaks], t]
     total_var = est.total_var
     scan = max(1, t * (t + 1) // 2 - 1)
-    rows: dict[str, list] = {k: [] for k in (
-        "start", "end", "kind", "estimate", "se", "df", "gate", "peak")}
+    rows: dict[str, list] = {
+        k: [] for k in ("start", "end", "kind", "estimate", "se", "df", "gate", "peak")
+    }
     trends: list[np.ndarray] = []
 
     # a main statistic whose normal tail times the scan is at least 1 has p = 1 (a t
@@ -668,12 +726,14 @@ def test_intervals(
         width = end - start + 1
         n_flank = int(np.clip(width, flank[0], flank[1]))
         left = np.arange(max(edges[a - 1] if a > 0 else 0, start - n_flank), start)
-        right = np.arange(end + 1, min(edges[b + 2] if b + 2 < len(edges) else t,
-                                       end + 1 + n_flank))
+        right = np.arange(
+            end + 1, min(edges[b + 2] if b + 2 < len(edges) else t, end + 1 + n_flank)
+        )
         inside = np.arange(start, end + 1)
         gate = None
         first = inside[: min(n_flank, edges[a + 1] - start)]
-        last = inside[-min(n_flank, end + 1 - edges[b]):]
+        last = inside[-min(n_flank, end + 1 - edges[b]) :]
+
         def jump(after: np.ndarray, before: np.ndarray) -> tuple[float, float, float]:
             """Shift from ``before`` to the adjacent ``after`` cells along the trend."""
             if smooth is not None:
@@ -714,8 +774,11 @@ def test_intervals(
                 shift = float(w @ (est.level - smooth.values)[side] / w.sum())
                 trend = smooth.values[inside] + shift
         deviation = est.level[inside] - trend
-        peak = inside[np.argmin(deviation) if direction == "down" else
-                      np.argmax(np.abs(deviation) if direction == "both" else deviation)]
+        peak = inside[
+            np.argmin(deviation)
+            if direction == "down"
+            else np.argmax(np.abs(deviation) if direction == "both" else deviation)
+        ]
         for key, val in zip(rows, (start, end, kind, estimate, se, dof, gate, peak)):
             rows[key].append(val)
         trends.append(trend)
@@ -747,9 +810,7 @@ def test_intervals(
     )
 
 
-def select_non_overlapping(
-    start: np.ndarray, end: np.ndarray, order_key: np.ndarray
-) -> np.ndarray:
+def select_non_overlapping(start: np.ndarray, end: np.ndarray, order_key: np.ndarray) -> np.ndarray:
     """Indices of a greedy set of non-overlapping intervals, best ``order_key`` first."""
     chosen: list[int] = []
     for idx in np.argsort(order_key, kind="stable"):

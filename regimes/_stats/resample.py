@@ -28,11 +28,13 @@ from regimes._stats.bootstrap import block_size, hierarchical_medians
 
 __all__ = ["CellReplicates", "cell_replicates"]
 
+
 @dataclass(frozen=True)
 class CellReplicates:
     """``cells``: the cell keys with ``n`` and ``n_sessions``, sorted by the keys;
     ``median``: ``(cells, values)`` sample medians; ``replicates``: ``(cells, n_boot,
-    values)`` bootstrap medians, value columns in the order asked for."""
+    values)`` bootstrap medians, value columns in the order asked for.
+    """
 
     cells: pl.DataFrame
     median: np.ndarray
@@ -72,9 +74,12 @@ def cell_replicates(
     )
     n_cells = cells.height
     n_sessions = cells.get_column("n_sessions").to_numpy()
-    medians = ordered.group_by(keys, maintain_order=True).agg(
-        [pl.col(v).median() for v in values]
-    ).select(values).to_numpy()
+    medians = (
+        ordered.group_by(keys, maintain_order=True)
+        .agg([pl.col(v).median() for v in values])
+        .select(values)
+        .to_numpy()
+    )
     rng = np.random.default_rng(seed)
     out = np.empty((n_cells, n_boot, len(values)))
     # hierarchical_medians takes blocks of cells with equal session counts
@@ -89,9 +94,9 @@ def cell_replicates(
                     padded[i, j, :size, k] = row[f"_{v}"][j]
         chunk = block_size(n_boot, int(count), width, len(values))
         for first in range(0, members.size, chunk):
-            out[members[first:first + chunk]] = hierarchical_medians(
-                padded[first:first + chunk], n_boot, rng)
+            out[members[first : first + chunk]] = hierarchical_medians(
+                padded[first : first + chunk], n_boot, rng
+            )
     return CellReplicates(
         cells=cells.select([*keys, "n", "n_sessions"]), median=medians, replicates=out
     )
-

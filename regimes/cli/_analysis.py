@@ -28,52 +28,106 @@ _Y_CHOICES = ("latency_s", "decode_s", "prefill_s")
 def register(subparsers: Any) -> None:
     """Add ``analyze`` and ``report`` to the ``regimes`` command's subparsers."""
     analyze = subparsers.add_parser(
-        "analyze", help="find where latency leaves its smooth trend",
+        "analyze",
+        help="find where latency leaves its smooth trend",
         description="Detect anomalous budget intervals and change points in a run and "
         "print the summary; with -o, also write the result tables.",
     )
     _add_detection_options(analyze)
-    analyze.add_argument("--format", choices=("table", "json", "csv"), default="table",
-                         help="stdout: the readable summary (table) or the anomalies as "
-                         "JSON records or CSV (default: table)")
-    analyze.add_argument("-o", "--outdir", type=Path, default=None,
-                         help="write anomalies, change_points and curve tables here")
-    analyze.add_argument("--save-as", choices=("csv", "parquet"), default="csv",
-                         help="file format of the tables written to OUTDIR (default: csv)")
+    analyze.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="stdout: the readable summary (table) or the anomalies as "
+        "JSON records or CSV (default: table)",
+    )
+    analyze.add_argument(
+        "-o",
+        "--outdir",
+        type=Path,
+        default=None,
+        help="write anomalies, change_points and curve tables here",
+    )
+    analyze.add_argument(
+        "--save-as",
+        choices=("csv", "parquet"),
+        default="csv",
+        help="file format of the tables written to OUTDIR (default: csv)",
+    )
     analyze.set_defaults(handler=run_analyze)
 
     report = subparsers.add_parser(
-        "report", help="write an offline HTML report with charts",
+        "report",
+        help="write an offline HTML report with charts",
         description="Analyse a run and write one self-contained HTML file (no network "
         "needed to view it) with the environment, the findings and every chart the data "
         "supports.",
     )
     _add_detection_options(report)
-    report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
-                        help="the HTML file to write (default: report.html)")
-    report.add_argument("--png-dir", type=Path, default=None,
-                        help="also write every chart as a PNG into this folder")
+    report.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("report.html"),
+        help="the HTML file to write (default: report.html)",
+    )
+    report.add_argument(
+        "--png-dir",
+        type=Path,
+        default=None,
+        help="also write every chart as a PNG into this folder",
+    )
     report.add_argument("--title", default=None, help="the report's title")
-    report.add_argument("--max-panels", type=int, default=12,
-                        help="most groups drawn in the latency chart (default: 12)")
+    report.add_argument(
+        "--max-panels",
+        type=int,
+        default=12,
+        help="most groups drawn in the latency chart (default: 12)",
+    )
     report.set_defaults(handler=run_report)
 
 
 def _add_detection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, metavar="RUN",
-                        help="a run directory, or a .parquet / .csv trial table")
-    parser.add_argument("--x", choices=_X_CHOICES, default="budget",
-                        help="the axis along which latency is followed (default: budget)")
-    parser.add_argument("--y", choices=_Y_CHOICES, default="latency_s",
-                        help="the time analysed (default: latency_s)")
-    parser.add_argument("--by", type=_column_list, default=None, metavar="COL[,COL...]",
-                        help="group by these columns instead of the case columns present")
-    parser.add_argument("--alpha", type=_probability, default=None,
-                        help="false discovery rate of reported anomalies")
-    parser.add_argument("--min-ratio", type=_at_least_one, default=None,
-                        help="smallest level ratio over the trend that counts as an anomaly")
-    parser.add_argument("--direction", choices=("up", "down", "both"), default=None,
-                        help="report slowdowns (up, the default), speedups (down) or both")
+    parser.add_argument(
+        "run", type=Path, metavar="RUN", help="a run directory, or a .parquet / .csv trial table"
+    )
+    parser.add_argument(
+        "--x",
+        choices=_X_CHOICES,
+        default="budget",
+        help="the axis along which latency is followed (default: budget)",
+    )
+    parser.add_argument(
+        "--y",
+        choices=_Y_CHOICES,
+        default="latency_s",
+        help="the time analysed (default: latency_s)",
+    )
+    parser.add_argument(
+        "--by",
+        type=_column_list,
+        default=None,
+        metavar="COL[,COL...]",
+        help="group by these columns instead of the case columns present",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=_probability,
+        default=None,
+        help="false discovery rate of reported anomalies",
+    )
+    parser.add_argument(
+        "--min-ratio",
+        type=_at_least_one,
+        default=None,
+        help="smallest level ratio over the trend that counts as an anomaly",
+    )
+    parser.add_argument(
+        "--direction",
+        choices=("up", "down", "both"),
+        default=None,
+        help="report slowdowns (up, the default), speedups (down) or both",
+    )
     parser.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=None, help="random seed")
 
@@ -108,9 +162,8 @@ def _detect_options(args: argparse.Namespace) -> dict[str, Any]:
 def run_analyze(args: argparse.Namespace) -> int:
     """Handler of ``regimes analyze``."""
     from regimes.data.io import read_run
-    from regimes.viz.html import headlines, result_summary
-
     from regimes.detect import detect_regimes
+    from regimes.viz.html import headlines, result_summary
 
     run = read_run(args.run)
     result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **_detect_options(args))
@@ -138,12 +191,19 @@ def run_report(args: argparse.Namespace) -> int:
     from regimes.viz.html import build_report
 
     if args.output.suffix.lower() not in (".html", ".htm"):
-        raise RegimesInputError(f"the report is HTML: give -o a .html path, not {str(args.output)!r}")
+        raise RegimesInputError(
+            f"the report is HTML: give -o a .html path, not {str(args.output)!r}"
+        )
     if args.max_panels < 1:
         raise RegimesInputError(f"--max-panels must be at least 1, got {args.max_panels}")
     run = read_run(args.run)
     report = build_report(
-        run, x=args.x, y=args.y, by=args.by, max_panels=args.max_panels, title=args.title,
+        run,
+        x=args.x,
+        y=args.y,
+        by=args.by,
+        max_panels=args.max_panels,
+        title=args.title,
         **_detect_options(args),
     )
     path = report.write(args.output)
@@ -161,15 +221,20 @@ def _flat(frame: pl.DataFrame) -> pl.DataFrame:
     nested = [c for c, t in frame.schema.items() if t.is_nested() or t == pl.Object]
     floats = [c for c, t in frame.schema.items() if t.is_float()]
     return frame.with_columns(
-        [pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
-         for c in nested]
+        [
+            pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
+            for c in nested
+        ]
         + [pl.col(c).fill_nan(None) for c in floats]
     )
 
 
 def _write_tables(result: Any, outdir: Path, fmt: str) -> list[Path]:
-    tables = {"anomalies": result.anomalies, "change_points": result.change_points,
-              "curve": result.curve}
+    tables = {
+        "anomalies": result.anomalies,
+        "change_points": result.change_points,
+        "curve": result.curve,
+    }
     written = []
     try:
         outdir.mkdir(parents=True, exist_ok=True)

@@ -39,8 +39,15 @@ from regimes.data.schema import (
 __all__ = ["Run", "RunWriter", "TRIAL_KEY", "load", "read_run"]
 
 TRIAL_KEY: tuple[str, ...] = (
-    "model", "backend", "dtype", "use_cache", "prompt_tokens", "budget",
-    "session", "trial", "warmup",
+    "model",
+    "backend",
+    "dtype",
+    "use_cache",
+    "prompt_tokens",
+    "budget",
+    "session",
+    "trial",
+    "warmup",
 )
 """Columns that identify one trial within a run: a resumed sweep never repeats one."""
 
@@ -48,14 +55,18 @@ _TABLES = {"trials": TRIAL_SCHEMA, "steps": STEP_SCHEMA, "errors": ERROR_SCHEMA}
 _META_KEY = b"regimes.meta"
 
 
-def _conform(rows: pl.DataFrame | list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _conform(
+    rows: pl.DataFrame | list[dict[str, Any]], schema: dict[str, pl.DataType]
+) -> pl.DataFrame:
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(rows, infer_schema_length=None)
     extra = [c for c in frame.columns if c not in schema]
     if extra:
         raise RegimesInputError(f"unknown column(s) for this table: {extra}")
     return frame.select(
         [
-            (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
+            (
+                pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)
+            ).alias(name)
             for name, dtype in schema.items()
         ]
     )
@@ -212,14 +223,18 @@ def read_run(path: str | os.PathLike[str]) -> Run:
                 frame = pl.read_parquet(p)
                 raw_meta = pq.read_schema(p).metadata or {}
             except Exception as exc:  # pyarrow raises several types for bad files
-                raise RegimesInputError(f"{str(p)!r} is not a readable parquet file: {exc}") from None
+                raise RegimesInputError(
+                    f"{str(p)!r} is not a readable parquet file: {exc}"
+                ) from None
             meta = json.loads(raw_meta[_META_KEY]) if _META_KEY in raw_meta else {}
         elif p.suffix == ".csv":
             frame = pl.read_csv(p, try_parse_dates=False)
             meta = {}
         else:
             raise RegimesInputError(f"{str(p)!r}: expected a run directory, .parquet or .csv file")
-        return Run(frame, pl.DataFrame(schema=STEP_SCHEMA), pl.DataFrame(schema=ERROR_SCHEMA), meta, p)
+        return Run(
+            frame, pl.DataFrame(schema=STEP_SCHEMA), pl.DataFrame(schema=ERROR_SCHEMA), meta, p
+        )
     meta_path = p / "meta.json"
     trial_parts = _parts(p / "trials")
     if not meta_path.exists() and not trial_parts:

@@ -103,8 +103,18 @@ ERROR_SCHEMA: dict[str, pl.DataType] = {
 }
 """Cases that raised (out of memory, unsupported dtype): recorded, not retried."""
 
-_NUMERIC = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32,
-            pl.UInt64, pl.Float32, pl.Float64)
+_NUMERIC = (
+    pl.Int8,
+    pl.Int16,
+    pl.Int32,
+    pl.Int64,
+    pl.UInt8,
+    pl.UInt16,
+    pl.UInt32,
+    pl.UInt64,
+    pl.Float32,
+    pl.Float64,
+)
 
 
 def empty_trials() -> pl.DataFrame:
@@ -124,17 +134,13 @@ def as_polars(df: Any) -> pl.DataFrame:
         pd = None
     if pd is not None and isinstance(df, pd.DataFrame):
         return pl.from_pandas(df.reset_index(drop=True))
-    raise RegimesInputError(
-        f"expected a polars or pandas DataFrame, got {type(df).__name__}"
-    )
+    raise RegimesInputError(f"expected a polars or pandas DataFrame, got {type(df).__name__}")
 
 
 def _require_numeric(df: pl.DataFrame, column: str) -> None:
     dtype = df.schema[column]
     if not isinstance(dtype, _NUMERIC):
-        raise RegimesInputError(
-            f"column {column!r} must be numeric, found {dtype}"
-        )
+        raise RegimesInputError(f"column {column!r} must be numeric, found {dtype}")
 
 
 def validate_trials(
@@ -166,16 +172,19 @@ def validate_trials(
         frame = frame.with_columns(
             (pl.col("prompt_tokens") + pl.col("budget")).alias("total_tokens")
         )
-    needed: list[str] = list(required) if required is not None else [
-        c for c in REQUIRED_COLUMNS if c not in ("budget", "latency_s")
-    ]
+    needed: list[str] = (
+        list(required)
+        if required is not None
+        else [c for c in REQUIRED_COLUMNS if c not in ("budget", "latency_s")]
+    )
     for column in (x, y):
         if column not in needed:
             needed.append(column)
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise RegimesInputError(
-            "the trial table lacks required column(s): " + ", ".join(repr(c) for c in missing)
+            "the trial table lacks required column(s): "
+            + ", ".join(repr(c) for c in missing)
             + f"; it has {frame.columns}"
         )
     if drop_warmup and "warmup" in frame.columns:
@@ -210,7 +219,8 @@ def validate_trials(
 
 def check_fraction(**values: float) -> None:
     """Raise :class:`RegimesInputError` unless every named value lies in (0, 1)
-    (``alpha``, ``level`` and the like)."""
+    (``alpha``, ``level`` and the like).
+    """
     for name, value in values.items():
         if not 0.0 < value < 1.0:
             raise RegimesInputError(f"{name} must lie in (0, 1), got {value}")

@@ -42,15 +42,29 @@ ANOMALY_KINDS = ("none", "spike", "plateau", "step", "slope", "slow_process")
 a budget) and ``slow_process`` (one session slow at one budget) are not."""
 
 PUBLISHED_GPT2_MEDIUM: dict[int, float] = {
-    480: 9.2, 496: 9.5, 512: 89.2, 528: 83.2, 544: 97.0, 560: 110.1,
-    576: 99.9, 592: 99.2, 608: 98.9, 624: 94.4, 640: 8.8, 656: 8.2,
+    480: 9.2,
+    496: 9.5,
+    512: 89.2,
+    528: 83.2,
+    544: 97.0,
+    560: 110.1,
+    576: 99.9,
+    592: 99.2,
+    608: 98.9,
+    624: 94.4,
+    640: 8.8,
+    656: 8.2,
 }
 """Mean latency (s) of gpt2-medium on MPS (M3 Max, cache on) by budget, as published in
 arXiv 2605.08913; anomalous from 512 to 624."""
 
 PUBLISHED_GPT2_MEDIUM_CACHE: dict[int, tuple[float, float]] = {
-    128: (1.4, 6.8), 256: (2.9, 20.6), 384: (5.1, 42.7),
-    512: (83.2, 161.6), 640: (8.8, 139.0), 768: (9.7, 196.6),
+    128: (1.4, 6.8),
+    256: (2.9, 20.6),
+    384: (5.1, 42.7),
+    512: (83.2, 161.6),
+    640: (8.8, 139.0),
+    768: (9.7, 196.6),
 }
 """Mean latency (s) of gpt2-medium on MPS by budget, ``(cache on, cache off)``, as
 published in arXiv 2605.08913; the speedup collapses at 512 (1.9 against 4.9-20.3)."""
@@ -156,8 +170,11 @@ def simulate_sweep(
     session_offset = 0
     order_offset = 0
     for curve in range(n_curves):
-        grid = (np.asarray(budgets, dtype=np.int64) if budgets is not None
-                else budget_step * np.arange(1, _draw_int(rng, n_budgets) + 1, dtype=np.int64))
+        grid = (
+            np.asarray(budgets, dtype=np.int64)
+            if budgets is not None
+            else budget_step * np.arange(1, _draw_int(rng, n_budgets) + 1, dtype=np.int64)
+        )
         t = grid.size
         n_trials = _draw_int(rng, trials)
         n_sessions = _draw_int(rng, sessions)
@@ -175,7 +192,11 @@ def simulate_sweep(
         start = end = None
         size = float("nan")
         if anomaly in ("spike", "plateau"):
-            w = _draw_int(rng, width) if anomaly == "spike" else int(round(_draw(rng, (0.3, 0.6)) * t))
+            w = (
+                _draw_int(rng, width)
+                if anomaly == "spike"
+                else int(round(_draw(rng, (0.3, 0.6)) * t))
+            )
             w = max(1, min(w, t - 4))
             first = int(rng.integers(2, t - 2 - w + 1))
             start, end = first, first + w - 1
@@ -183,7 +204,7 @@ def simulate_sweep(
             start, end = int(rng.integers(t // 3, 2 * t // 3 + 1)), t - 1
         if start is not None:
             size = _draw(rng, ratio)
-            log_shift[start:end + 1] = np.log(size)
+            log_shift[start : end + 1] = np.log(size)
         kink = None
         if anomaly == "slope":
             kink = int(rng.integers(t // 3, 2 * t // 3 + 1))
@@ -199,8 +220,13 @@ def simulate_sweep(
         n_ids = n_sessions if session_design == "shared" else t * n_sessions
         session_factor = rng.normal(0.0, s_cv, n_ids)[session_of]
         wobble = rng.normal(0.0, c_cv, (t, n_ids))[budget_index, session_of] if c_cv > 0 else 0.0
-        log_y = (np.log(mu)[budget_index] + log_shift[budget_index] + session_factor + wobble
-                 + rng.normal(0.0, noise_sd, rows))
+        log_y = (
+            np.log(mu)[budget_index]
+            + log_shift[budget_index]
+            + session_factor
+            + wobble
+            + rng.normal(0.0, noise_sd, rows)
+        )
         hiccup = rng.random(rows) < p_hiccup
         log_y = log_y + np.where(hiccup, np.log(rng.uniform(*hiccup_ratio, rows)), 0.0)
         slow = None
@@ -214,34 +240,38 @@ def simulate_sweep(
         trial_index = np.tile(np.arange(n_trials), t * n_sessions)
         order = order_offset + rng.permutation(rows)
         order_offset += rows
-        parts.append({
-            "model": np.full(rows, f"synthetic-{curve:04d}"),
-            "session": session_offset + session_of,
-            "budget": grid[budget_index],
-            "trial": trial_index,
-            "order": order,
-            "latency_s": np.exp(log_y),
-        })
+        parts.append(
+            {
+                "model": np.full(rows, f"synthetic-{curve:04d}"),
+                "session": session_offset + session_of,
+                "budget": grid[budget_index],
+                "trial": trial_index,
+                "order": order,
+                "latency_s": np.exp(log_y),
+            }
+        )
         session_offset += n_ids
         is_anomaly = anomaly in ("spike", "plateau", "step")
-        truth_rows.append({
-            "model": f"synthetic-{curve:04d}",
-            "kind": anomaly,
-            "is_anomaly": is_anomaly,
-            "start": int(grid[start]) if start is not None else None,
-            "end": int(grid[end]) if end is not None else None,
-            "ratio": size if is_anomaly else None,
-            "recovered": (anomaly != "step") if is_anomaly else None,
-            "kink_x": int(grid[kink]) if kink is not None else None,
-            "slow_x": slow,
-            "n_budgets": t,
-            "trials": n_trials,
-            "sessions": n_sessions,
-            "cv": float(np.sqrt(np.expm1(noise_sd**2))),
-            "hiccup_rate": p_hiccup,
-            "session_cv": s_cv,
-            "cell_cv": c_cv,
-        })
+        truth_rows.append(
+            {
+                "model": f"synthetic-{curve:04d}",
+                "kind": anomaly,
+                "is_anomaly": is_anomaly,
+                "start": int(grid[start]) if start is not None else None,
+                "end": int(grid[end]) if end is not None else None,
+                "ratio": size if is_anomaly else None,
+                "recovered": (anomaly != "step") if is_anomaly else None,
+                "kink_x": int(grid[kink]) if kink is not None else None,
+                "slow_x": slow,
+                "n_budgets": t,
+                "trials": n_trials,
+                "sessions": n_sessions,
+                "cv": float(np.sqrt(np.expm1(noise_sd**2))),
+                "hiccup_rate": p_hiccup,
+                "session_cv": s_cv,
+                "cell_cv": c_cv,
+            }
+        )
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     trials_frame = _labelled(columns, f"synthetic-{seed}").with_columns(
         pl.lit("synthetic").alias("backend"),
@@ -251,10 +281,17 @@ def simulate_sweep(
         pl.lit(65, dtype=pl.Int64).alias("prompt_tokens"),
         pl.col("session", "budget", "trial", "order").cast(pl.Int64),
     )
-    truth = pl.DataFrame(truth_rows, schema_overrides={
-        "start": pl.Int64, "end": pl.Int64, "ratio": pl.Float64, "recovered": pl.Boolean,
-        "kink_x": pl.Int64, "slow_x": pl.Int64,
-    })
+    truth = pl.DataFrame(
+        truth_rows,
+        schema_overrides={
+            "start": pl.Int64,
+            "end": pl.Int64,
+            "ratio": pl.Float64,
+            "recovered": pl.Boolean,
+            "kink_x": pl.Int64,
+            "slow_x": pl.Int64,
+        },
+    )
     return Sweep(trials_frame, truth)
 
 
@@ -277,13 +314,16 @@ def published_gpt2_medium(trials: int = 5, cv: float = 0.10, seed: int = 0) -> S
     budget_index = np.repeat(np.arange(grid.size), trials)
     # lognormal with mean equal to the published mean
     log_y = np.log(means)[budget_index] - sd**2 / 2 + rng.normal(0.0, sd, budget_index.size)
-    frame = _labelled({
-        "session": budget_index.astype(np.int64),
-        "budget": grid[budget_index],
-        "trial": np.tile(np.arange(trials), grid.size).astype(np.int64),
-        "order": rng.permutation(budget_index.size).astype(np.int64),
-        "latency_s": np.exp(log_y),
-    }, f"synthetic-published-gpt2-medium-{seed}").with_columns(
+    frame = _labelled(
+        {
+            "session": budget_index.astype(np.int64),
+            "budget": grid[budget_index],
+            "trial": np.tile(np.arange(trials), grid.size).astype(np.int64),
+            "order": rng.permutation(budget_index.size).astype(np.int64),
+            "latency_s": np.exp(log_y),
+        },
+        f"synthetic-published-gpt2-medium-{seed}",
+    ).with_columns(
         pl.lit("mps").alias("backend"),
         pl.lit("Apple M3 Max (synthetic, from published means)").alias("device"),
         pl.lit("gpt2-medium").alias("model"),
@@ -295,10 +335,17 @@ def published_gpt2_medium(trials: int = 5, cv: float = 0.10, seed: int = 0) -> S
     u, level = np.log(grid), np.log(means)
     slope, intercept = np.polyfit(u[~inside], level[~inside], 1)
     ratio = float(np.exp(np.mean(level[inside] - (intercept + slope * u[inside]))))
-    truth = pl.DataFrame({
-        "model": ["gpt2-medium"], "kind": ["plateau"], "is_anomaly": [True],
-        "start": [512], "end": [624], "ratio": [ratio], "recovered": [True],
-    })
+    truth = pl.DataFrame(
+        {
+            "model": ["gpt2-medium"],
+            "kind": ["plateau"],
+            "is_anomaly": [True],
+            "start": [512],
+            "end": [624],
+            "ratio": [ratio],
+            "recovered": [True],
+        }
+    )
     return Sweep(frame, truth)
 
 
@@ -318,13 +365,18 @@ def published_gpt2_medium_cache(trials: int = 5, cv: float = 0.10, seed: int = 0
     frames = []
     for use_cache, column in ((True, 0), (False, 1)):
         means = np.asarray([pair[column] for pair in PUBLISHED_GPT2_MEDIUM_CACHE.values()])
-        frames.append(_labelled({
-            "session": (index * 2 + int(use_cache)).astype(np.int64),
-            "budget": grid[index],
-            "trial": np.tile(np.arange(trials), grid.size).astype(np.int64),
-            "use_cache": np.full(index.size, use_cache),
-            "latency_s": means[index] * np.exp(rng.normal(-sd**2 / 2, sd, index.size)),
-        }, f"synthetic-published-gpt2-medium-cache-{seed}"))
+        frames.append(
+            _labelled(
+                {
+                    "session": (index * 2 + int(use_cache)).astype(np.int64),
+                    "budget": grid[index],
+                    "trial": np.tile(np.arange(trials), grid.size).astype(np.int64),
+                    "use_cache": np.full(index.size, use_cache),
+                    "latency_s": means[index] * np.exp(rng.normal(-(sd**2) / 2, sd, index.size)),
+                },
+                f"synthetic-published-gpt2-medium-cache-{seed}",
+            )
+        )
     return pl.concat(frames).with_columns(
         pl.lit("mps").alias("backend"),
         pl.lit("Apple M3 Max (synthetic, from published means)").alias("device"),

@@ -26,8 +26,16 @@ __all__ = [
 ]
 
 ANOMALY_FIELDS: tuple[str, ...] = (
-    "start", "end", "peak_x", "ratio", "ratio_low", "ratio_high",
-    "p_value", "q_value", "recovered", "kind",
+    "start",
+    "end",
+    "peak_x",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "p_value",
+    "q_value",
+    "recovered",
+    "kind",
 )
 """Columns of the anomalies frame that describe the interval rather than the group."""
 
@@ -51,8 +59,10 @@ class AnomalyInput:
             return frame
         return frame.filter(
             pl.all_horizontal(
-                [pl.col(c).eq_missing(pl.lit(anomaly[c], dtype=frame.schema[c]))
-                 for c in self.group_columns]
+                [
+                    pl.col(c).eq_missing(pl.lit(anomaly[c], dtype=frame.schema[c]))
+                    for c in self.group_columns
+                ]
             )
         )
 
@@ -62,12 +72,9 @@ class AnomalyInput:
             return []
         if not self.group_columns:
             return [({}, self.anomalies.sort("start"))]
-        keyed = self.anomalies.partition_by(
-            self.group_columns, maintain_order=True, as_dict=True
-        )
+        keyed = self.anomalies.partition_by(self.group_columns, maintain_order=True, as_dict=True)
         return [
-            (dict(zip(self.group_columns, key)), part.sort("start"))
-            for key, part in keyed.items()
+            (dict(zip(self.group_columns, key)), part.sort("start")) for key, part in keyed.items()
         ]
 
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes.explain._anomalies import group_label, read_report, summary_text
 from regimes.data.schema import RegimesInputError, validate_trials
+from regimes.explain._anomalies import group_label, read_report, summary_text
 
 __all__ = ["BoundaryAlignment", "align_boundaries"]
 
@@ -111,7 +111,9 @@ def align_boundaries(
     ``prompt_tokens`` column, or with a report not grouped by prompt length.
     """
     if tolerance < 0 or int(tolerance) != tolerance:
-        raise RegimesInputError(f"tolerance must be a whole number of grid steps >= 0, got {tolerance}")
+        raise RegimesInputError(
+            f"tolerance must be a whole number of grid steps >= 0, got {tolerance}"
+        )
     columns = [str(c) for c in getattr(df, "columns", [])]
     if "prompt_tokens" not in columns:
         raise RegimesInputError(
@@ -159,8 +161,16 @@ def align_boundaries(
     return BoundaryAlignment(
         boundaries=boundaries,
         positions=positions.select(
-            [*case_columns, "episode", "boundary", "prompt_tokens", "budget", "total_tokens",
-             "budget_low", "budget_high"]
+            [
+                *case_columns,
+                "episode",
+                "boundary",
+                "prompt_tokens",
+                "budget",
+                "total_tokens",
+                "budget_low",
+                "budget_high",
+            ]
         ).sort([*case_columns, "episode", "boundary", "prompt_tokens"]),
         case_columns=tuple(case_columns),
         tolerance=int(tolerance),
@@ -181,23 +191,39 @@ def _brackets(
         first = int(np.searchsorted(grid, row["start"], side="left"))
         last = int(np.searchsorted(grid, row["end"], side="right")) - 1
         common = {k: row[k] for k in keys} | {
-            "anomaly": row["anomaly"], "start": row["start"], "end": row["end"],
+            "anomaly": row["anomaly"],
+            "start": row["start"],
+            "end": row["end"],
         }
         onset_low = _grid_at(grid, first - 1 - tolerance)
         onset_high = _grid_at(grid, first + tolerance)
-        rows.append(common | {
-            "boundary": "onset", "budget": _grid_at(grid, first),
-            "budget_low": onset_low, "budget_high": onset_high,
-        })
+        rows.append(
+            common
+            | {
+                "boundary": "onset",
+                "budget": _grid_at(grid, first),
+                "budget_low": onset_low,
+                "budget_high": onset_high,
+            }
+        )
         recovery_low = _grid_at(grid, last - tolerance)
-        rows.append(common | {
-            "boundary": "recovery", "budget": _grid_at(grid, last + 1),
-            "budget_low": recovery_low,
-            "budget_high": _grid_at(grid, last + 1 + tolerance),
-        })
+        rows.append(
+            common
+            | {
+                "boundary": "recovery",
+                "budget": _grid_at(grid, last + 1),
+                "budget_low": recovery_low,
+                "budget_high": _grid_at(grid, last + 1 + tolerance),
+            }
+        )
     schema = {c: anomalies.schema[c] for c in keys} | {
-        "anomaly": pl.Int64, "start": pl.Int64, "end": pl.Int64, "boundary": pl.String,
-        "budget": pl.Int64, "budget_low": pl.Int64, "budget_high": pl.Int64,
+        "anomaly": pl.Int64,
+        "start": pl.Int64,
+        "end": pl.Int64,
+        "boundary": pl.String,
+        "budget": pl.Int64,
+        "budget_low": pl.Int64,
+        "budget_high": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row").with_columns(
         (pl.col("budget") + pl.col("prompt_tokens")).alias("total_tokens")
@@ -231,7 +257,7 @@ def _episodes(brackets: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
     for part in parts:
         items = part.select("anomaly", "prompt_tokens", "start", "end").rows()
         for i, (a, p, s, e) in enumerate(items):
-            for b, q, s2, e2 in items[i + 1:]:
+            for b, q, s2, e2 in items[i + 1 :]:
                 if p == q:
                     continue
                 in_budget = s <= e2 and s2 <= e
@@ -248,10 +274,12 @@ def _episodes(brackets: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
     keys = [*case_columns, "episode", "boundary", "prompt_tokens"]
     onsets = labelled.filter(pl.col("boundary") == "onset").sort("start")
     recoveries = labelled.filter(pl.col("boundary") == "recovery").sort("end")
-    return pl.concat([
-        onsets.unique(subset=keys, keep="first", maintain_order=True),
-        recoveries.unique(subset=keys, keep="last", maintain_order=True),
-    ])
+    return pl.concat(
+        [
+            onsets.unique(subset=keys, keep="first", maintain_order=True),
+            recoveries.unique(subset=keys, keep="last", maintain_order=True),
+        ]
+    )
 
 
 def _verdicts(positions: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
@@ -264,9 +292,7 @@ def _verdicts(positions: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
         # Open sides are null and drop out of max/min; fully open means anything fits.
         lowest_high = high.min()
         highest_low = low.max()
-        return (
-            lowest_high.is_null() | highest_low.is_null() | (highest_low < lowest_high)
-        )
+        return lowest_high.is_null() | highest_low.is_null() | (highest_low < lowest_high)
 
     table = (
         positions.group_by(keys, maintain_order=True)
@@ -280,9 +306,12 @@ def _verdicts(positions: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
         .filter(pl.col("n_prompts") >= 2)
     )
     follows = (
-        pl.when(pl.col("budget_aligned") & pl.col("total_aligned")).then(pl.lit("either"))
-        .when(pl.col("budget_aligned")).then(pl.lit("budget"))
-        .when(pl.col("total_aligned")).then(pl.lit("total_tokens"))
+        pl.when(pl.col("budget_aligned") & pl.col("total_aligned"))
+        .then(pl.lit("either"))
+        .when(pl.col("budget_aligned"))
+        .then(pl.lit("budget"))
+        .when(pl.col("total_aligned"))
+        .then(pl.lit("total_tokens"))
         .otherwise(pl.lit("neither"))
     )
     return table.with_columns(follows.alias("follows")).sort(keys)

@@ -31,11 +31,16 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from regimes.explain._anomalies import group_label, read_report, summary_text
-from regimes.detect import benjamini_hochberg, prepare_trials
-from regimes._stats.flank_test import Curve, curve_from_levels, test_fixed_interval, whole_curve_taus
+from regimes._stats.flank_test import (
+    Curve,
+    curve_from_levels,
+    test_fixed_interval,
+    whole_curve_taus,
+)
 from regimes._stats.intervals import cell_levels
 from regimes.data.schema import RegimesInputError, check_fraction
+from regimes.detect import benjamini_hochberg, prepare_trials
+from regimes.explain._anomalies import group_label, read_report, summary_text
 
 __all__ = ["BackendComparison", "compare_backends"]
 
@@ -67,14 +72,18 @@ class BackendComparison:
 
     def summary(self) -> str:
         """One line per comparison, then the verdict per anomaly."""
-        head = (f"Backend specificity (difference of log ratios over trend, "
-                f"{100 * self.level:g}% CIs, alpha={self.alpha:g})")
+        head = (
+            f"Backend specificity (difference of log ratios over trend, "
+            f"{100 * self.level:g}% CIs, alpha={self.alpha:g})"
+        )
         lines = [summary_text(head, self.comparisons, "no anomaly to compare", self._line)]
         for row in self.verdicts.iter_rows(named=True):
             word = "specific to its backend" if row["specific"] else "not shown to be specific"
-            lines.append(f"  => {group_label(row, self.group_columns)} "
-                         f"[{row['start']}, {row['end']}]: {word} "
-                         f"({row['n_compared']} other backend(s) compared)")
+            lines.append(
+                f"  => {group_label(row, self.group_columns)} "
+                f"[{row['start']}, {row['end']}]: {word} "
+                f"({row['n_compared']} other backend(s) compared)"
+            )
         return "\n".join(lines)
 
     def _line(self, row: dict[str, Any]) -> str:
@@ -129,26 +138,42 @@ def compare_backends(
     for anomaly in source.anomalies.iter_rows(named=True):
         own_key = _key_of(curves, group_columns, anomaly)
         others = [
-            key for key in curves
+            key
+            for key in curves
             if all(_same(key[group_columns.index(c)], anomaly[c]) for c in case)
             and key[group_columns.index("backend")] != anomaly["backend"]
         ]
         for other in others:
-            rows.append(_compare(anomaly, (curves[own_key], taus[own_key]),
-                                 (curves[other], taus[other]), dict(zip(group_columns, other)),
-                                 source.group_columns, level))
+            rows.append(
+                _compare(
+                    anomaly,
+                    (curves[own_key], taus[own_key]),
+                    (curves[other], taus[other]),
+                    dict(zip(group_columns, other)),
+                    source.group_columns,
+                    level,
+                )
+            )
     comparisons = _finish(rows, source, frame, alpha)
     verdicts = (
-        comparisons.group_by([*source.group_columns, "anomaly", "start", "end"], maintain_order=True)
+        comparisons.group_by(
+            [*source.group_columns, "anomaly", "start", "end"], maintain_order=True
+        )
         .agg(
             pl.col("p_value").is_not_null().sum().cast(pl.Int64).alias("n_compared"),
-            (pl.col("specific").fill_null(False).all() & pl.col("p_value").is_not_null().any())
-            .alias("specific"),
+            (
+                pl.col("specific").fill_null(False).all() & pl.col("p_value").is_not_null().any()
+            ).alias("specific"),
         )
         .sort("anomaly")
     )
-    return BackendComparison(comparisons=comparisons, verdicts=verdicts,
-                             group_columns=tuple(source.group_columns), alpha=alpha, level=level)
+    return BackendComparison(
+        comparisons=comparisons,
+        verdicts=verdicts,
+        group_columns=tuple(source.group_columns),
+        alpha=alpha,
+        level=level,
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -157,10 +182,16 @@ def _same(a: Any, b: Any) -> bool:
 
 def _curves(frame: pl.DataFrame, group_columns: list[str], x: str) -> dict[tuple, Curve]:
     """Cell levels of every curve, keyed by its group values."""
-    ids = (frame.select(group_columns).unique().sort(group_columns, nulls_last=True)
-           .with_row_index("_curve").with_columns(pl.col("_curve").cast(pl.Int64)))
+    ids = (
+        frame.select(group_columns)
+        .unique()
+        .sort(group_columns, nulls_last=True)
+        .with_row_index("_curve")
+        .with_columns(pl.col("_curve").cast(pl.Int64))
+    )
     frame = frame.join(ids, on=group_columns, how="left", nulls_equal=True).with_columns(
-        pl.col(x).cast(pl.Float64).alias("_x"))
+        pl.col(x).cast(pl.Float64).alias("_x")
+    )
     levels = cell_levels(frame, "_curve", "_x", "_ly", "_session").join(ids, on="_curve")
     return {
         tuple(part.row(0, named=True)[c] for c in group_columns): curve_from_levels(part)
@@ -178,30 +209,48 @@ def _key_of(curves: dict[tuple, Curve], group_columns: list[str], anomaly: dict[
     return key
 
 
-def _interval_test(curve: Curve, tau: tuple[float, float], start: float, end: float,
-                   direction: str, level: float,
-                   ) -> tuple[tuple[float, float, float] | None, int, str | None]:
+def _interval_test(
+    curve: Curve,
+    tau: tuple[float, float],
+    start: float,
+    end: float,
+    direction: str,
+    level: float,
+) -> tuple[tuple[float, float, float] | None, int, str | None]:
     """``(estimate, se, df)`` of the interval on one curve, its cell count, or a note."""
     inside = np.flatnonzero((curve.x >= start) & (curve.x <= end))
     if inside.size == 0:
         return None, 0, "no measured x inside the interval"
     if inside.size == curve.x.size:
         return None, int(inside.size), "the interval covers every measured x: no flank"
-    tests = test_fixed_interval(curve, int(inside[0]), int(inside[-1]), tau,
-                                direction=direction, level=level)
-    return (float(tests.estimate[0]), float(tests.se[0]), float(tests.df[0])), int(inside.size), None
+    tests = test_fixed_interval(
+        curve, int(inside[0]), int(inside[-1]), tau, direction=direction, level=level
+    )
+    return (
+        (float(tests.estimate[0]), float(tests.se[0]), float(tests.df[0])),
+        int(inside.size),
+        None,
+    )
 
 
-def _compare(anomaly: dict[str, Any], own: tuple[Curve, tuple[float, float]],
-             other: tuple[Curve, tuple[float, float]], other_key: dict[str, Any],
-             group_columns: list[str], level: float) -> dict[str, Any]:
+def _compare(
+    anomaly: dict[str, Any],
+    own: tuple[Curve, tuple[float, float]],
+    other: tuple[Curve, tuple[float, float]],
+    other_key: dict[str, Any],
+    group_columns: list[str],
+    level: float,
+) -> dict[str, Any]:
     direction = "up" if anomaly.get("ratio", 2.0) >= 1.0 else "down"
     mine, _, own_note = _interval_test(*own, anomaly["start"], anomaly["end"], direction, level)
-    theirs, n_cells, note = _interval_test(*other, anomaly["start"], anomaly["end"], direction,
-                                           level)
+    theirs, n_cells, note = _interval_test(
+        *other, anomaly["start"], anomaly["end"], direction, level
+    )
     row = {c: anomaly[c] for c in [*group_columns, "anomaly", "start", "end"]} | {
-        "other_backend": other_key["backend"], "other_device": other_key.get("device"),
-        "other_cells": n_cells, "note": own_note or note,
+        "other_backend": other_key["backend"],
+        "other_device": other_key.get("device"),
+        "other_cells": n_cells,
+        "note": own_note or note,
     }
     if mine is None or theirs is None:
         return row
@@ -220,24 +269,45 @@ def _compare(anomaly: dict[str, Any], own: tuple[Curve, tuple[float, float]],
     other_ratio = interval(d_other, se_other, df_other)
     ratios = interval(delta, se, welch)
     return row | {
-        "ratio": ratio[0], "ratio_low": ratio[1], "ratio_high": ratio[2],
-        "other_ratio": other_ratio[0], "other_low": other_ratio[1], "other_high": other_ratio[2],
+        "ratio": ratio[0],
+        "ratio_low": ratio[1],
+        "ratio_high": ratio[2],
+        "other_ratio": other_ratio[0],
+        "other_low": other_ratio[1],
+        "other_high": other_ratio[2],
         "other_p_value": float(min(1.0, 2.0 * stats.t.sf(abs(d_other / se_other), df_other)))
-        if se_other > 0 else 0.0,
-        "ratio_of_ratios": ratios[0], "ratio_of_ratios_low": ratios[1],
-        "ratio_of_ratios_high": ratios[2], "p_value": float(one_sided),
+        if se_other > 0
+        else 0.0,
+        "ratio_of_ratios": ratios[0],
+        "ratio_of_ratios_low": ratios[1],
+        "ratio_of_ratios_high": ratios[2],
+        "p_value": float(one_sided),
     }
 
 
-def _finish(rows: list[dict[str, Any]], source: Any, frame: pl.DataFrame,
-            alpha: float) -> pl.DataFrame:
-    floats = ["ratio", "ratio_low", "ratio_high", "other_ratio", "other_low", "other_high",
-              "other_p_value", "ratio_of_ratios", "ratio_of_ratios_low",
-              "ratio_of_ratios_high", "p_value"]
+def _finish(
+    rows: list[dict[str, Any]], source: Any, frame: pl.DataFrame, alpha: float
+) -> pl.DataFrame:
+    floats = [
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "other_ratio",
+        "other_low",
+        "other_high",
+        "other_p_value",
+        "ratio_of_ratios",
+        "ratio_of_ratios_low",
+        "ratio_of_ratios_high",
+        "p_value",
+    ]
     anomalies = source.anomalies
     schema = {c: anomalies.schema[c] for c in [*source.group_columns, "anomaly", "start", "end"]}
-    schema |= {"other_backend": pl.String,
-               "other_device": frame.schema.get("device", pl.String), "other_cells": pl.Int64}
+    schema |= {
+        "other_backend": pl.String,
+        "other_device": frame.schema.get("device", pl.String),
+        "other_cells": pl.Int64,
+    }
     schema |= {c: pl.Float64 for c in floats} | {"note": pl.String}
     table = pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema, orient="row")
     p = table.get_column("p_value").to_numpy()

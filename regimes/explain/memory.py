@@ -40,8 +40,8 @@ import polars as pl
 import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 
-from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
 from regimes.data.schema import RegimesInputError, check_fraction, validate_trials
+from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
 
 __all__ = ["MemoryConfound", "memory_confound"]
 
@@ -127,11 +127,11 @@ def memory_confound(
             "(mem_driver_bytes, mem_allocated_bytes or rss_bytes) are needed to test "
             "whether memory explains an anomaly"
         )
-    frame = validate_trials(
-        df, x=source.x, y=source.y, required=[*source.group_columns, memory]
-    )
+    frame = validate_trials(df, x=source.x, y=source.y, required=[*source.group_columns, memory])
     if not frame.schema[memory].is_numeric():
-        raise RegimesInputError(f"memory column {memory!r} must be numeric, found {frame.schema[memory]}")
+        raise RegimesInputError(
+            f"memory column {memory!r} must be numeric, found {frame.schema[memory]}"
+        )
     if frame.get_column(memory).null_count() == frame.height:
         raise RegimesInputError(
             f"memory column {memory!r} is null in every row; this backend or run recorded "
@@ -144,7 +144,10 @@ def memory_confound(
     effects = pl.concat(parts, how="vertical") if parts else _empty(source)
     effects = _add_verdicts(effects, alpha)
     return MemoryConfound(
-        effects=effects, memory=memory, alpha=alpha, cov_type=cov_type,
+        effects=effects,
+        memory=memory,
+        alpha=alpha,
+        cov_type=cov_type,
         group_columns=tuple(source.group_columns),
     )
 
@@ -153,7 +156,9 @@ def _columns(df: Any) -> list[str]:
     return [str(c) for c in getattr(df, "columns", [])]
 
 
-def trend_basis(x: np.ndarray, free_x: np.ndarray, max_degree: int = MAX_TREND_DEGREE) -> np.ndarray:
+def trend_basis(
+    x: np.ndarray, free_x: np.ndarray, max_degree: int = MAX_TREND_DEGREE
+) -> np.ndarray:
     """Polynomial trend columns (without the constant) in standardised ``log x``.
 
     The degree is capped at one less than the number of distinct ``free_x`` (the x values
@@ -215,12 +220,19 @@ def _fit_group(
         g, g_ci, g_p = adjusted.params[-1], adjusted.conf_int(alpha)[-1], adjusted.pvalues[-1]
         d, d_p = step.params[columns], step.pvalues[columns]
         collinearity = [
-            _r_squared(indicators[:, j], np.column_stack([np.delete(base, base.shape[1] - k + j, axis=1), centred]))
+            _r_squared(
+                indicators[:, j],
+                np.column_stack([np.delete(base, base.shape[1] - k + j, axis=1), centred]),
+            )
             for j in range(k)
         ]
     else:
         # A constant reading cannot explain anything: the adjusted fit is the unadjusted one.
-        b1, b1_ci, b1_p = unadjusted.params[columns], unadjusted.conf_int(alpha)[columns], unadjusted.pvalues[columns]
+        b1, b1_ci, b1_p = (
+            unadjusted.params[columns],
+            unadjusted.conf_int(alpha)[columns],
+            unadjusted.pvalues[columns],
+        )
         g, g_ci, g_p = 0.0, np.array([0.0, 0.0]), 1.0
         d, d_p = np.zeros(k), np.ones(k)
         collinearity = [
@@ -284,7 +296,8 @@ def _add_verdicts(effects: pl.DataFrame, alpha: float) -> pl.DataFrame:
     q = multipletests(effects.get_column("p_value").to_numpy(), method="fdr_bh")[1]
     same_sign = pl.col("adjusted_log").sign() == pl.col("unadjusted_log").sign()
     verdict = (
-        pl.when((pl.col("q_value") < alpha) & same_sign).then(pl.lit("survives"))
+        pl.when((pl.col("q_value") < alpha) & same_sign)
+        .then(pl.lit("survives"))
         .when((pl.col("memory_p_value") < alpha) & (pl.col("explained_share") >= 0.5))
         .then(pl.lit("explained"))
         .otherwise(pl.lit("inconclusive"))
@@ -301,11 +314,24 @@ def _add_verdicts(effects: pl.DataFrame, alpha: float) -> pl.DataFrame:
 
 def _empty(source: AnomalyInput) -> pl.DataFrame:
     floats = [
-        "ratio", "ratio_low", "ratio_high", "adjusted_ratio", "adjusted_low", "adjusted_high",
-        "p_value", "memory_step_mib", "memory_step_p_value", "memory_coef",
-        "memory_coef_low", "memory_coef_high", "memory_p_value", "memory_factor",
-        "explained_share", "collinearity",
-        "unadjusted_log", "adjusted_log",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "adjusted_ratio",
+        "adjusted_low",
+        "adjusted_high",
+        "p_value",
+        "memory_step_mib",
+        "memory_step_p_value",
+        "memory_coef",
+        "memory_coef_low",
+        "memory_coef_high",
+        "memory_p_value",
+        "memory_factor",
+        "explained_share",
+        "collinearity",
+        "unadjusted_log",
+        "adjusted_log",
     ]
     base = source.anomalies.select([*source.group_columns, "anomaly", "start", "end"])
     return base.with_columns(
@@ -313,4 +339,3 @@ def _empty(source: AnomalyInput) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Int64).alias("n_missing_memory"),
         *[pl.lit(None, dtype=pl.Float64).alias(c) for c in floats],
     )
-

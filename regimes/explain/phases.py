@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
-from regimes.detect import prepare_trials
 from regimes._stats.intervals import cell_levels, trend_contrast
 from regimes._stats.resample import cell_replicates
 from regimes.data.schema import RegimesInputError, check_fraction, check_n_boot
+from regimes.detect import prepare_trials
+from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
 
 __all__ = ["PhaseAttribution", "attribute_phases"]
 
@@ -50,13 +50,27 @@ PHASES = ("prefill_s", "decode_s")
 FLANK = (3, 8)
 
 _RESULT_SCHEMA: dict[str, pl.DataType] = {
-    "n_cells": pl.Int64(), "n_uninstrumented": pl.Int64(),
-    **{f"{phase}_{stat}": pl.Float64() for phase in ("latency", "prefill", "decode")
-       for stat in ("excess_s", "low", "high", "ratio", "p_value")
-       if not (phase == "latency" and stat == "p_value")},
-    **{c: pl.Float64() for c in ("phases_excess_s", "phases_low", "phases_high", "decode_share",
-                                 "decode_share_low", "decode_share_high")},
-    "decode_share_note": pl.String(), "unattributed_s": pl.Float64(),
+    "n_cells": pl.Int64(),
+    "n_uninstrumented": pl.Int64(),
+    **{
+        f"{phase}_{stat}": pl.Float64()
+        for phase in ("latency", "prefill", "decode")
+        for stat in ("excess_s", "low", "high", "ratio", "p_value")
+        if not (phase == "latency" and stat == "p_value")
+    },
+    **{
+        c: pl.Float64()
+        for c in (
+            "phases_excess_s",
+            "phases_low",
+            "phases_high",
+            "decode_share",
+            "decode_share_low",
+            "decode_share_high",
+        )
+    },
+    "decode_share_note": pl.String(),
+    "unattributed_s": pl.Float64(),
 }
 """Columns of :attr:`PhaseAttribution.phases` after the group columns and the anomaly's
 ``anomaly``, ``start`` and ``end``."""
@@ -85,19 +99,25 @@ class PhaseAttribution:
 
     def summary(self) -> str:
         """One line per anomaly: excess per phase and the share decode carries."""
-        head = (f"Phase attribution of the excess over trend ({100 * self.level:g}% "
-                f"bootstrap CIs, {self.n_boot} replicates)")
+        head = (
+            f"Phase attribution of the excess over trend ({100 * self.level:g}% "
+            f"bootstrap CIs, {self.n_boot} replicates)"
+        )
         return summary_text(head, self.phases, "no anomalies to attribute", self._line)
 
     def _line(self, row: dict[str, Any]) -> str:
         def part(name: str) -> str:
-            return (f"{name} {row[f'{name}_excess_s']:+.4g} s [{row[f'{name}_low']:+.4g}, "
-                    f"{row[f'{name}_high']:+.4g}] (x{row[f'{name}_ratio']:.3g})")
+            return (
+                f"{name} {row[f'{name}_excess_s']:+.4g} s [{row[f'{name}_low']:+.4g}, "
+                f"{row[f'{name}_high']:+.4g}] (x{row[f'{name}_ratio']:.3g})"
+            )
 
-        share = (f"decode carries {100 * row['decode_share']:.0f}% "
-                 f"[{100 * row['decode_share_low']:.0f}%, {100 * row['decode_share_high']:.0f}%]"
-                 if row["decode_share"] is not None else
-                 f"decode share not reported: {row['decode_share_note']}")
+        share = (
+            f"decode carries {100 * row['decode_share']:.0f}% "
+            f"[{100 * row['decode_share_low']:.0f}%, {100 * row['decode_share_high']:.0f}%]"
+            if row["decode_share"] is not None
+            else f"decode share not reported: {row['decode_share_note']}"
+        )
         return (
             f"[{row['start']}, {row['end']}] {group_label(row, self.group_columns)}: "
             f"{part('latency')}; {part('prefill')}; {part('decode')}; {share}"
@@ -138,8 +158,12 @@ def attribute_phases(
     frame, _ = prepare_trials(df, source.x, source.y, source.group_columns, None)
     split = pl.all_horizontal([pl.col(c).is_not_null() & (pl.col(c) > 0) for c in PHASES])
     if frame.filter(split).height == 0:
-        instrumented = ("; every row has instrumented=false" if "instrumented" in frame.columns
-                        and not frame.get_column("instrumented").fill_null(False).any() else "")
+        instrumented = (
+            "; every row has instrumented=false"
+            if "instrumented" in frame.columns
+            and not frame.get_column("instrumented").fill_null(False).any()
+            else ""
+        )
         raise RegimesInputError(
             "no trial has a phase split: prefill_s and decode_s are null (or not positive) "
             f"in every measured row{instrumented}. Attributing an anomaly to prefill or "
@@ -150,21 +174,28 @@ def attribute_phases(
         for key, anomalies in source.groups()
     ]
     phases = pl.concat(parts) if parts else _empty(source)
-    return PhaseAttribution(phases=phases, group_columns=tuple(source.group_columns),
-                            level=level, n_boot=n_boot)
+    return PhaseAttribution(
+        phases=phases, group_columns=tuple(source.group_columns), level=level, n_boot=n_boot
+    )
 
 
 def _flank(normal: np.ndarray, start: int, end: int) -> np.ndarray:
     """Up to ``clip(width, 3, 8)`` cells on each side of ``start..end`` in no anomaly."""
     n_flank = int(np.clip(end - start + 1, *FLANK))
     left = np.flatnonzero(normal[:start])[-n_flank:]
-    right = end + 1 + np.flatnonzero(normal[end + 1:])[:n_flank]
+    right = end + 1 + np.flatnonzero(normal[end + 1 :])[:n_flank]
     return np.concatenate([left, right])
 
 
 def _attribute_group(
-    source: AnomalyInput, key: dict[str, Any], anomalies: pl.DataFrame, frame: pl.DataFrame,
-    split: pl.Expr, n_boot: int, seed: int, level: float,
+    source: AnomalyInput,
+    key: dict[str, Any],
+    anomalies: pl.DataFrame,
+    frame: pl.DataFrame,
+    split: pl.Expr,
+    n_boot: int,
+    seed: int,
+    level: float,
 ) -> pl.DataFrame:
     rows = source.rows_of(frame, key)
     label = group_label(key, list(key))
@@ -180,12 +211,20 @@ def _attribute_group(
     xs = reps.cells.get_column(x).cast(pl.Float64).to_numpy()
     u = np.log(xs) if np.all(xs > 0) else xs
     # Cell sampling variances on the log scale weight each quantity's flank line.
-    logged = measured.with_columns(*[pl.col(v).log().alias(f"_log_{v}") for v in values],
-                                   pl.lit(0).alias("_curve"), pl.col(x).cast(pl.Float64).alias("_x"))
-    var = np.column_stack([
-        cell_levels(logged, "_curve", "_x", f"_log_{v}", "_session").sort("_x").get_column("var")
-        .to_numpy() for v in values
-    ])
+    logged = measured.with_columns(
+        *[pl.col(v).log().alias(f"_log_{v}") for v in values],
+        pl.lit(0).alias("_curve"),
+        pl.col(x).cast(pl.Float64).alias("_x"),
+    )
+    var = np.column_stack(
+        [
+            cell_levels(logged, "_curve", "_x", f"_log_{v}", "_session")
+            .sort("_x")
+            .get_column("var")
+            .to_numpy()
+            for v in values
+        ]
+    )
     starts = anomalies.get_column("start").to_numpy()
     ends = anomalies.get_column("end").to_numpy()
     normal = ~((xs[:, None] >= starts[None, :]) & (xs[:, None] <= ends[None, :])).any(axis=1)
@@ -212,8 +251,12 @@ def _attribute_group(
         row |= {"n_cells": int(inside.size), "n_uninstrumented": rows.height - measured.height}
         for name, point, boot, r in zip(("latency", "prefill", "decode"), excess, draws, ratio):
             low, high = np.quantile(boot, tails)
-            row |= {f"{name}_excess_s": float(point), f"{name}_low": float(low),
-                    f"{name}_high": float(high), f"{name}_ratio": float(r)}
+            row |= {
+                f"{name}_excess_s": float(point),
+                f"{name}_low": float(low),
+                f"{name}_high": float(high),
+                f"{name}_ratio": float(r),
+            }
             if name != "latency":
                 row[f"{name}_p_value"] = float((1 + np.sum(boot <= 0)) / (boot.size + 1))
         row |= _decode_share(excess[1], excess[2], draws[1], draws[2], tails)
@@ -223,7 +266,9 @@ def _attribute_group(
     return pl.DataFrame(out, schema={**{c: anomalies.schema[c] for c in keys}, **_RESULT_SCHEMA})
 
 
-def _excess(medians: np.ndarray, at: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _excess(
+    medians: np.ndarray, at: np.ndarray, inside: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Mean excess seconds over the flank trend and mean ratio, over the interval.
 
     ``medians`` is ``(cells,)`` or ``(cells, replicates)``; ``at`` maps log medians of
@@ -234,28 +279,45 @@ def _excess(medians: np.ndarray, at: np.ndarray, inside: np.ndarray) -> tuple[np
     return (observed - trend).mean(axis=0), (observed / trend).mean(axis=0)
 
 
-def _decode_share(prefill: float, decode: float, prefill_draws: np.ndarray,
-                  decode_draws: np.ndarray, tails: list[float]) -> dict[str, Any]:
+def _decode_share(
+    prefill: float,
+    decode: float,
+    prefill_draws: np.ndarray,
+    decode_draws: np.ndarray,
+    tails: list[float],
+) -> dict[str, Any]:
     """The phases' total excess with its interval, and decode's share of it when that
-    total is significantly away from 0 (see the module docstring)."""
+    total is significantly away from 0 (see the module docstring).
+    """
     total, total_draws = prefill + decode, prefill_draws + decode_draws
     low, high = np.quantile(total_draws, tails)
-    out: dict[str, Any] = {"phases_excess_s": float(total), "phases_low": float(low),
-                           "phases_high": float(high)}
+    out: dict[str, Any] = {
+        "phases_excess_s": float(total),
+        "phases_low": float(low),
+        "phases_high": float(high),
+    }
     if low > 0 or high < 0:
         side = np.sign(total_draws) == np.sign(total)
         share_low, share_high = np.quantile(decode_draws[side] / total_draws[side], tails)
-        return out | {"decode_share": float(decode / total), "decode_share_low": float(share_low),
-                      "decode_share_high": float(share_high), "decode_share_note": None}
+        return out | {
+            "decode_share": float(decode / total),
+            "decode_share_low": float(share_low),
+            "decode_share_high": float(share_high),
+            "decode_share_note": None,
+        }
     return out | {
-        "decode_share": None, "decode_share_low": None, "decode_share_high": None,
+        "decode_share": None,
+        "decode_share_low": None,
+        "decode_share_high": None,
         "decode_share_note": (
             f"the phases' total excess {total:+.3g} s [{low:+.3g}, {high:+.3g}] is not "
-            "significantly away from 0, so a share of it is undefined"),
+            "significantly away from 0, so a share of it is undefined"
+        ),
     }
 
 
 def _empty(source: AnomalyInput) -> pl.DataFrame:
     base = source.anomalies.select([*source.group_columns, "anomaly", "start", "end"])
-    return base.with_columns(*[pl.lit(None, dtype=dtype).alias(c)
-                               for c, dtype in _RESULT_SCHEMA.items()])
+    return base.with_columns(
+        *[pl.lit(None, dtype=dtype).alias(c) for c, dtype in _RESULT_SCHEMA.items()]
+    )

@@ -101,9 +101,7 @@ def _frame_attr(obj: Any, name: str) -> pl.DataFrame:
 def _require(frame: pl.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise RegimesInputError(
-            f"{what} lacks column(s) {missing}; it has {frame.columns}"
-        )
+        raise RegimesInputError(f"{what} lacks column(s) {missing}; it has {frame.columns}")
 
 
 def _format_value(column: str) -> pl.Expr:
@@ -133,9 +131,7 @@ def group_labels(keys: pl.DataFrame, group_columns: Sequence[str]) -> tuple[pl.D
     constant = [c for c in group_columns if c not in varying]
     label_columns = varying or group_columns
     labelled = distinct.with_columns(
-        pl.concat_str([_format_value(c) for c in label_columns], separator=" · ").alias(
-            GROUP_FIELD
-        )
+        pl.concat_str([_format_value(c) for c in label_columns], separator=" · ").alias(GROUP_FIELD)
     )
     caption = ""
     if varying and constant:
@@ -163,9 +159,7 @@ def _records(frame: pl.DataFrame) -> alt.InlineData:
     Vega parses as null.
     """
     floats = [c for c, t in frame.schema.items() if t.is_float()]
-    tidy = frame.with_columns(
-        [pl.col(c).fill_nan(None).round_sig_figs(_SIG_FIGS) for c in floats]
-    )
+    tidy = frame.with_columns([pl.col(c).fill_nan(None).round_sig_figs(_SIG_FIGS) for c in floats])
     parse: dict[str, str] = {}
     casts = []
     for name, dtype in tidy.schema.items():
@@ -194,12 +188,20 @@ def _cell_edges(curve: pl.DataFrame, group_columns: Sequence[str], x: str) -> pl
     left = (xf + prev_x) / 2
     right = (xf + next_x) / 2
     # An edge cell mirrors its inner half step; a lone cell gets a width of one.
-    return cells.with_columns(
-        left.alias("_left"), right.alias("_right")
-    ).with_columns(
-        pl.col("_left").fill_null(xf - (pl.col("_right") - xf)).fill_null(xf - 0.5).alias("x_left"),
-        pl.col("_right").fill_null(xf + (xf - pl.col("_left"))).fill_null(xf + 0.5).alias("x_right"),
-    ).drop("_left", "_right")
+    return (
+        cells.with_columns(left.alias("_left"), right.alias("_right"))
+        .with_columns(
+            pl.col("_left")
+            .fill_null(xf - (pl.col("_right") - xf))
+            .fill_null(xf - 0.5)
+            .alias("x_left"),
+            pl.col("_right")
+            .fill_null(xf + (xf - pl.col("_left")))
+            .fill_null(xf + 0.5)
+            .alias("x_right"),
+        )
+        .drop("_left", "_right")
+    )
 
 
 def _interval_edges(
@@ -223,6 +225,7 @@ def _interval_edges(
 
 def _ratio_label(ratio: str, low: str, high: str) -> pl.Expr:
     """``×8.93 [7.10, 10.4]``: a ratio with its confidence interval, three digits."""
+
     def fmt(column: str) -> pl.Expr:
         return pl.col(column).round_sig_figs(3).cast(pl.String).fill_null("?")
 
@@ -239,12 +242,18 @@ def _facet(
     columns: int,
     independent_y: bool,
 ) -> alt.FacetChart:
-    chart = alt.layer(*layers, data=_records(data)).properties(
-        width=_FACET_WIDTH, height=_FACET_HEIGHT
-    ).facet(
-        facet=alt.Facet(f"{GROUP_FIELD}:N", title=None, sort=order,
-                        header=alt.Header(labelFontSize=12, labelFontWeight="bold")),
-        columns=max(1, min(columns, len(order))),
+    chart = (
+        alt.layer(*layers, data=_records(data))
+        .properties(width=_FACET_WIDTH, height=_FACET_HEIGHT)
+        .facet(
+            facet=alt.Facet(
+                f"{GROUP_FIELD}:N",
+                title=None,
+                sort=order,
+                header=alt.Header(labelFontSize=12, labelFontWeight="bold"),
+            ),
+            columns=max(1, min(columns, len(order))),
+        )
     )
     if independent_y:
         chart = chart.resolve_scale(y="independent")
@@ -279,11 +288,15 @@ def _interval_layers(x: str, what: str, label_at_top: bool) -> list[alt.Chart]:
         x=alt.X("x_lo:Q"), x2="x_hi:Q", tooltip=tooltip
     )
     label = base.mark_text(
-        color=_ANOMALY_COLOR, fontSize=10, fontWeight="bold",
+        color=_ANOMALY_COLOR,
+        fontSize=10,
+        fontWeight="bold",
         baseline="top" if label_at_top else "bottom",
     ).encode(
-        x=alt.X("x_mid:Q"), y=alt.value(3 if label_at_top else _FACET_HEIGHT - 3),
-        text="label:N", tooltip=tooltip,
+        x=alt.X("x_mid:Q"),
+        y=alt.value(3 if label_at_top else _FACET_HEIGHT - 3),
+        text="label:N",
+        tooltip=tooltip,
     )
     return [shade, label]
 
@@ -401,7 +414,10 @@ def latency_chart(
         parts["change"] = _attach_labels(change_points, labels, keys).select(
             GROUP_FIELD,
             ((pl.col("x_before") + pl.col("x_after")) / 2).alias("x_change"),
-            "x_before", "x_after", pl.col("ratio").alias("change_ratio"), *extra,
+            "x_before",
+            "x_after",
+            pl.col("ratio").alias("change_ratio"),
+            *extra,
         )
     if df is not None:
         trials = validate_trials(df, x=x, y=y, required=[*group_columns, x, y])
@@ -428,10 +444,12 @@ def latency_chart(
         layers += _interval_layers(x, "anomaly", label_at_top=False)
     if "trial" in drawn:
         layers.append(
-            alt.Chart().transform_filter(_part("trial")).mark_circle(
-                size=9, color=_TREND_COLOR, opacity=0.35
-            ).encode(
-                x=_x_axis(x), y=alt.Y(f"{y}:Q", scale=y_scale, title=y_title),
+            alt.Chart()
+            .transform_filter(_part("trial"))
+            .mark_circle(size=9, color=_TREND_COLOR, opacity=0.35)
+            .encode(
+                x=_x_axis(x),
+                y=alt.Y(f"{y}:Q", scale=y_scale, title=y_title),
                 tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{y}:Q", format=".4g", title="trial")],
             )
         )
@@ -443,28 +461,31 @@ def latency_chart(
     )
     line_fields = ["median"] + (["baseline"] if "baseline" in curve.columns else [])
     layers.append(
-        curve_base.transform_fold(line_fields, as_=["series", "value"]).mark_line(
-            strokeWidth=1.6
-        ).encode(
+        curve_base.transform_fold(line_fields, as_=["series", "value"])
+        .mark_line(strokeWidth=1.6)
+        .encode(
             x=_x_axis(x),
             y=alt.Y("value:Q", scale=y_scale, title=y_title),
             color=alt.Color(
-                "series:N", title=None,
-                scale=alt.Scale(domain=["median", "baseline"],
-                                range=[_MEDIAN_COLOR, _TREND_COLOR]),
-                legend=alt.Legend(orient="top", labelExpr=
-                                  "datum.label == 'baseline' ? 'smooth trend' : 'median'"),
+                "series:N",
+                title=None,
+                scale=alt.Scale(domain=["median", "baseline"], range=[_MEDIAN_COLOR, _TREND_COLOR]),
+                legend=alt.Legend(
+                    orient="top", labelExpr="datum.label == 'baseline' ? 'smooth trend' : 'median'"
+                ),
             ),
             strokeDash=alt.StrokeDash(
-                "series:N", scale=alt.Scale(domain=["median", "baseline"],
-                                            range=[[1, 0], [5, 4]]), legend=None
+                "series:N",
+                scale=alt.Scale(domain=["median", "baseline"], range=[[1, 0], [5, 4]]),
+                legend=None,
             ),
         )
     )
     tooltip = [alt.Tooltip(f"{GROUP_FIELD}:N", title="group"), alt.Tooltip(f"{x}:Q")]
     tooltip += [
         alt.Tooltip(f"{c}:Q", format=".4g")
-        for c in ("median", "ci_low", "ci_high", "baseline", "ratio") if c in curve.columns
+        for c in ("median", "ci_low", "ci_high", "baseline", "ratio")
+        if c in curve.columns
     ]
     if "n" in curve.columns:
         tooltip.append(alt.Tooltip("n:Q", title="trials"))
@@ -475,16 +496,20 @@ def latency_chart(
     )
     if "change" in drawn:
         layers.append(
-            alt.Chart().transform_filter(_part("change")).mark_rule(
-                color=_CHANGE_COLOR, strokeDash=[3, 2], strokeWidth=1.5
-            ).encode(
+            alt.Chart()
+            .transform_filter(_part("change"))
+            .mark_rule(color=_CHANGE_COLOR, strokeDash=[3, 2], strokeWidth=1.5)
+            .encode(
                 x=alt.X("x_change:Q"),
                 tooltip=[
                     alt.Tooltip("x_before:Q", title=f"last {x} before"),
                     alt.Tooltip("x_after:Q", title=f"first {x} after"),
                     alt.Tooltip("change_ratio:Q", format=".3g", title="level after / before"),
-                    *[alt.Tooltip(f"{c}:Q", format=".2g") for c in ("q_value",)
-                      if c in change_points.columns],
+                    *[
+                        alt.Tooltip(f"{c}:Q", format=".2g")
+                        for c in ("q_value",)
+                        if c in change_points.columns
+                    ],
                 ],
             )
         )
@@ -509,15 +534,19 @@ def speedup_chart(
     its speedup).
     """
     speed = _frame_attr(speedup_result, "speedup")
-    x = x or getattr(speedup_result, "x", None) or next(
-        (c for c in ("budget", "total_tokens") if c in speed.columns), None
+    x = (
+        x
+        or getattr(speedup_result, "x", None)
+        or next((c for c in ("budget", "total_tokens") if c in speed.columns), None)
     )
     if x is None or x not in speed.columns:
         raise RegimesInputError(f"the speedup frame has no x column; columns: {speed.columns}")
     _require(speed, [x, "speedup", "ci_low", "ci_high"], "the speedup frame")
     group_columns = getattr(speedup_result, "group_columns", None)
     if group_columns is None:
-        group_columns = [c for c in CASE_COLUMNS if c in speed.columns and c not in (x, "use_cache")]
+        group_columns = [
+            c for c in CASE_COLUMNS if c in speed.columns and c not in (x, "use_cache")
+        ]
     group_columns = list(group_columns)
     labels, caption = group_labels(speed, group_columns)
     order = labels[GROUP_FIELD].to_list()
@@ -552,15 +581,15 @@ def speedup_chart(
     tooltip = [alt.Tooltip(f"{GROUP_FIELD}:N", title="group"), alt.Tooltip(f"{x}:Q")]
     tooltip += [alt.Tooltip(f"{c}:Q", format=".3g") for c in cols[1:]]
     layers.append(
-        base.mark_line(color=_MEDIAN_COLOR, point=alt.OverlayMarkDef(size=14, filled=True))
-        .encode(x=_x_axis(x), y=alt.Y("speedup:Q", scale=y_scale, title=y_title),
-                tooltip=tooltip)
+        base.mark_line(color=_MEDIAN_COLOR, point=alt.OverlayMarkDef(size=14, filled=True)).encode(
+            x=_x_axis(x), y=alt.Y("speedup:Q", scale=y_scale, title=y_title), tooltip=tooltip
+        )
     )
     layers.append(
         # One rule per panel: aggregate the panel's rows away before drawing.
-        base.transform_aggregate(rows="count()").mark_rule(
-            color="black", strokeWidth=0.8, opacity=0.5
-        ).encode(y=alt.datum(1))
+        base.transform_aggregate(rows="count()")
+        .mark_rule(color="black", strokeWidth=0.8, opacity=0.5)
+        .encode(y=alt.datum(1))
     )
     heading = title or f"KV-cache speedup by {x}" + (f" ({caption})" if caption else "")
     return _facet(layers, data, order, heading, columns, independent_y=True)
@@ -594,13 +623,15 @@ def phase_chart(
             "phase_chart needs instrumented trials, but prefill_s / decode_s are empty in "
             "every measured row (collect the sweep with instrumentation on)"
         )
-    group_columns = list(by) if by is not None else [
-        c for c in CASE_COLUMNS if c in frame.columns and c != x
-    ]
+    group_columns = (
+        list(by) if by is not None else [c for c in CASE_COLUMNS if c in frame.columns and c != x]
+    )
     _require(frame, group_columns, "the trial table")
     cells = frame.group_by([*group_columns, x]).agg(
-        pl.col("prefill_s").median(), pl.col("decode_s").median(),
-        pl.col("latency_s").median(), pl.len().alias("n"),
+        pl.col("prefill_s").median(),
+        pl.col("decode_s").median(),
+        pl.col("latency_s").median(),
+        pl.len().alias("n"),
     )
     edges = _cell_edges(cells, group_columns, x)
     cells = cells.join(edges, on=[*group_columns, x], nulls_equal=True)
@@ -609,11 +640,14 @@ def phase_chart(
     stacked = pl.concat(
         [
             cells.with_columns(
-                pl.lit("prefill").alias("phase"), pl.lit(0.0).alias("y0"),
-                pl.col("prefill_s").alias("y1"), pl.col("prefill_s").alias("seconds"),
+                pl.lit("prefill").alias("phase"),
+                pl.lit(0.0).alias("y0"),
+                pl.col("prefill_s").alias("y1"),
+                pl.col("prefill_s").alias("seconds"),
             ),
             cells.with_columns(
-                pl.lit("decode").alias("phase"), pl.col("prefill_s").alias("y0"),
+                pl.lit("decode").alias("phase"),
+                pl.col("prefill_s").alias("y0"),
                 (pl.col("prefill_s") + pl.col("decode_s")).alias("y1"),
                 pl.col("decode_s").alias("seconds"),
             ),
@@ -628,22 +662,35 @@ def phase_chart(
         GROUP_FIELD, x, "phase", "x0", "x1", "y0", "y1", "seconds", "latency_s", "n"
     )
     tooltip = [
-        alt.Tooltip(f"{GROUP_FIELD}:N", title="group"), alt.Tooltip(f"{x}:Q"),
-        alt.Tooltip("phase:N"), alt.Tooltip("seconds:Q", format=".4g", title="median s"),
+        alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
+        alt.Tooltip(f"{x}:Q"),
+        alt.Tooltip("phase:N"),
+        alt.Tooltip("seconds:Q", format=".4g", title="median s"),
         alt.Tooltip("latency_s:Q", format=".4g", title="median latency_s"),
         alt.Tooltip("n:Q", title="trials"),
     ]
-    bars = alt.Chart().mark_rect().encode(
-        x=alt.X("x0:Q", title=x, scale=alt.Scale(zero=False, nice=False)), x2="x1:Q",
-        y=alt.Y("y0:Q", title="median seconds"), y2="y1:Q",
-        color=alt.Color("phase:N", scale=alt.Scale(domain=["prefill", "decode"],
-                                                   range=["#9467bd", "#17becf"]),
-                        legend=alt.Legend(orient="top", title=None)),
-        tooltip=tooltip,
+    bars = (
+        alt.Chart()
+        .mark_rect()
+        .encode(
+            x=alt.X("x0:Q", title=x, scale=alt.Scale(zero=False, nice=False)),
+            x2="x1:Q",
+            y=alt.Y("y0:Q", title="median seconds"),
+            y2="y1:Q",
+            color=alt.Color(
+                "phase:N",
+                scale=alt.Scale(domain=["prefill", "decode"], range=["#9467bd", "#17becf"]),
+                legend=alt.Legend(orient="top", title=None),
+            ),
+            tooltip=tooltip,
+        )
     )
-    total = alt.Chart().transform_filter("datum.phase == 'decode'").mark_tick(
-        color="black", thickness=1.5
-    ).encode(x=alt.X(f"{x}:Q"), y=alt.Y("latency_s:Q"), tooltip=tooltip)
+    total = (
+        alt.Chart()
+        .transform_filter("datum.phase == 'decode'")
+        .mark_tick(color="black", thickness=1.5)
+        .encode(x=alt.X(f"{x}:Q"), y=alt.Y("latency_s:Q"), tooltip=tooltip)
+    )
     heading = title or f"prefill and decode by {x}" + (f" ({caption})" if caption else "")
     return _facet([bars, total], data, order, heading, columns, independent_y=True)
 
@@ -674,8 +721,9 @@ def overview_heatmap(
         raise RegimesInputError(f"max_columns must be at least 1, got {max_columns}")
     labels, caption = group_labels(curve, group_columns)
     order = labels[GROUP_FIELD].to_list()
-    cells = curve.filter(pl.col("ratio").is_not_null() & pl.col("ratio").is_finite()
-                         & (pl.col("ratio") > 0))
+    cells = curve.filter(
+        pl.col("ratio").is_not_null() & pl.col("ratio").is_finite() & (pl.col("ratio") > 0)
+    )
     if cells.height == 0:
         raise RegimesInputError("the report's curve has no finite positive ratio to colour")
     edges = _cell_edges(curve, group_columns, x)
@@ -685,16 +733,21 @@ def overview_heatmap(
         lo, hi = float(cells["x_left"].min()), float(cells["x_right"].max())
         width_bin = (hi - lo) / max_columns
         bin_index = ((pl.col(x).cast(pl.Float64) - lo) / width_bin).floor().clip(0, max_columns - 1)
-        cells = cells.with_columns(bin_index.cast(pl.Int64).alias("_bin")).group_by(
-            [*group_columns, "_bin"]
-        ).agg(
-            pl.col("ratio").sort_by(pl.col("ratio").log().abs()).last(),
-            pl.col(x).min().alias("x_first"), pl.col(x).max().alias("x_last"),
-            pl.len().alias("n_x"),
-        ).with_columns(
-            (lo + pl.col("_bin") * width_bin).alias("x_left"),
-            (lo + (pl.col("_bin") + 1) * width_bin).alias("x_right"),
-        ).drop("_bin")
+        cells = (
+            cells.with_columns(bin_index.cast(pl.Int64).alias("_bin"))
+            .group_by([*group_columns, "_bin"])
+            .agg(
+                pl.col("ratio").sort_by(pl.col("ratio").log().abs()).last(),
+                pl.col(x).min().alias("x_first"),
+                pl.col(x).max().alias("x_last"),
+                pl.len().alias("n_x"),
+            )
+            .with_columns(
+                (lo + pl.col("_bin") * width_bin).alias("x_left"),
+                (lo + (pl.col("_bin") + 1) * width_bin).alias("x_right"),
+            )
+            .drop("_bin")
+        )
     else:
         cells = cells.with_columns(
             pl.col(x).alias("x_first"), pl.col(x).alias("x_last"), pl.lit(1).alias("n_x")
@@ -704,46 +757,65 @@ def overview_heatmap(
     )
     top = float(cells.select(pl.col("ratio").log().abs().max()).item())
     bound = min(max(math.exp(top), 1.5), clip_ratio)
-    steps = [2.0 ** k for k in range(-5, 6) if 1 / bound <= 2.0 ** k <= bound]
+    steps = [2.0**k for k in range(-5, 6) if 1 / bound <= 2.0**k <= bound]
     y = alt.Y(f"{GROUP_FIELD}:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
     x_scale = alt.Scale(zero=False, nice=False)
-    heat = alt.Chart(_records(cells)).mark_rect().encode(
-        x=alt.X("x_left:Q", title=x, scale=x_scale), x2="x_right:Q", y=y,
-        color=alt.Color(
-            "ratio:Q", title="median / trend",
-            scale=alt.Scale(type="log", scheme="redblue", reverse=True,
-                            domain=[1 / bound, bound], domainMid=1, clamp=True),
-            legend=alt.Legend(values=steps, format=".3~g",
-                              gradientLength=max(120, min(300, cell_height * len(order)))),
-        ),
-        tooltip=[
-            alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
-            alt.Tooltip("x_first:Q", title=f"first {x}"),
-            alt.Tooltip("x_last:Q", title=f"last {x}"),
-            alt.Tooltip("ratio:Q", format=".3g", title="median / trend (most extreme)"),
-            alt.Tooltip("n_x:Q", title=f"{x} values in cell"),
-        ],
+    heat = (
+        alt.Chart(_records(cells))
+        .mark_rect()
+        .encode(
+            x=alt.X("x_left:Q", title=x, scale=x_scale),
+            x2="x_right:Q",
+            y=y,
+            color=alt.Color(
+                "ratio:Q",
+                title="median / trend",
+                scale=alt.Scale(
+                    type="log",
+                    scheme="redblue",
+                    reverse=True,
+                    domain=[1 / bound, bound],
+                    domainMid=1,
+                    clamp=True,
+                ),
+                legend=alt.Legend(
+                    values=steps,
+                    format=".3~g",
+                    gradientLength=max(120, min(300, cell_height * len(order))),
+                ),
+            ),
+            tooltip=[
+                alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
+                alt.Tooltip("x_first:Q", title=f"first {x}"),
+                alt.Tooltip("x_last:Q", title=f"last {x}"),
+                alt.Tooltip("ratio:Q", format=".3g", title="median / trend (most extreme)"),
+                alt.Tooltip("n_x:Q", title=f"{x} values in cell"),
+            ],
+        )
     )
     layers: list[alt.Chart] = [heat]
     anomalies = getattr(report, "anomalies", None)
     if isinstance(anomalies, pl.DataFrame) and anomalies.height:
         outlined = _interval_part(anomalies, curve, labels, group_columns, x)
         layers.append(
-            alt.Chart(_records(outlined)).mark_rect(
-                filled=False, stroke="black", strokeWidth=1.5
-            ).encode(
-                x=alt.X("x_lo:Q", scale=x_scale), x2="x_hi:Q", y=y,
-                tooltip=[alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
-                         alt.Tooltip("start:Q"), alt.Tooltip("end:Q"),
-                         alt.Tooltip("label:N", title="ratio [CI]")],
+            alt.Chart(_records(outlined))
+            .mark_rect(filled=False, stroke="black", strokeWidth=1.5)
+            .encode(
+                x=alt.X("x_lo:Q", scale=x_scale),
+                x2="x_hi:Q",
+                y=y,
+                tooltip=[
+                    alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
+                    alt.Tooltip("start:Q"),
+                    alt.Tooltip("end:Q"),
+                    alt.Tooltip("label:N", title="ratio [CI]"),
+                ],
             )
         )
     heading = title or f"median / smooth trend by group and {x}" + (
         f" ({caption})" if caption else ""
     )
-    return alt.layer(*layers).properties(
-        width=width, height=alt.Step(cell_height), title=heading
-    )
+    return alt.layer(*layers).properties(width=width, height=alt.Step(cell_height), title=heading)
 
 
 # --------------------------------------------------------------------------- output

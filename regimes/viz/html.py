@@ -24,11 +24,18 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from regimes.viz import charts as plot
 from regimes.data.io import Run, read_run
 from regimes.data.schema import RegimesInputError, as_polars, validate_trials
+from regimes.viz import charts as plot
 
-__all__ = ["ChartSection", "Explanation", "RunReport", "build_report", "headlines", "result_summary"]
+__all__ = [
+    "ChartSection",
+    "Explanation",
+    "RunReport",
+    "build_report",
+    "headlines",
+    "result_summary",
+]
 
 _MAX_TABLE_ROWS = 200
 
@@ -87,8 +94,9 @@ class RunReport:
 
     def summary(self) -> str:
         """The headline findings and the detection summary as plain text."""
-        return "\n".join([self.title, *("  " + h for h in self.headlines()), "",
-                          result_summary(self.regimes)])
+        return "\n".join(
+            [self.title, *("  " + h for h in self.headlines()), "", result_summary(self.regimes)]
+        )
 
     # ----------------------------------------------------------------- output
 
@@ -161,9 +169,11 @@ class RunReport:
             return ""
         parts = ["<section id='explanations'><h2>What the anomalies go with</h2>"]
         for item in self.explanations:
-            parts.append(f"<h3 id='explain-{_e(item.key)}'>{_e(item.title)}</h3>"
-                         f"<pre class='summary'>{_e(result_summary(item.result))}</pre>"
-                         + _html_table(item.table))
+            parts.append(
+                f"<h3 id='explain-{_e(item.key)}'>{_e(item.title)}</h3>"
+                f"<pre class='summary'>{_e(result_summary(item.result))}</pre>"
+                + _html_table(item.table)
+            )
         parts.append("</section>")
         return "".join(parts)
 
@@ -176,30 +186,49 @@ class RunReport:
             tested = change_points.height
             if "significant" in change_points.columns:
                 change_points = change_points.filter(pl.col("significant"))
-            parts.append(f"<h3>Change points</h3><p>{change_points.height} significant of "
-                         f"{tested} tested.</p>" + _html_table(change_points))
+            parts.append(
+                f"<h3>Change points</h3><p>{change_points.height} significant of "
+                f"{tested} tested.</p>" + _html_table(change_points)
+            )
         if self.speedup is not None:
-            parts.append("<h3>KV-cache speedup</h3><pre class='summary'>"
-                         + _e(result_summary(self.speedup)) + "</pre>")
-            parts.append("<h3>KV-cache speedup collapses</h3>"
-                         + _anomaly_table(self.speedup.collapses,
-                                          [c for c in self.group_columns if c != "use_cache"]))
+            parts.append(
+                "<h3>KV-cache speedup</h3><pre class='summary'>"
+                + _e(result_summary(self.speedup))
+                + "</pre>"
+            )
+            parts.append(
+                "<h3>KV-cache speedup collapses</h3>"
+                + _anomaly_table(
+                    self.speedup.collapses, [c for c in self.group_columns if c != "use_cache"]
+                )
+            )
         parts.append("</section>")
         return "".join(parts)
 
     def _data_html(self) -> str:
         keys = self.group_columns
-        per_group = self.trials.group_by(keys or pl.lit(1).alias("_all"), maintain_order=True).agg(
-            pl.col(self.x).n_unique().alias(f"{self.x} values"),
-            pl.col(self.x).min().alias(f"min {self.x}"),
-            pl.col(self.x).max().alias(f"max {self.x}"),
-            pl.len().alias("trials"),
-            *([pl.col("session").n_unique().alias("sessions")]
-              if "session" in self.trials.columns else []),
-        ).sort(keys or "_all").drop("_all", strict=False)
-        parts = ["<section id='data'><h2>Data</h2>",
-                 f"<p>{self.trials.height} measured trials (warm-ups excluded) in "
-                 f"{per_group.height} group(s).</p>", _html_table(per_group)]
+        per_group = (
+            self.trials.group_by(keys or pl.lit(1).alias("_all"), maintain_order=True)
+            .agg(
+                pl.col(self.x).n_unique().alias(f"{self.x} values"),
+                pl.col(self.x).min().alias(f"min {self.x}"),
+                pl.col(self.x).max().alias(f"max {self.x}"),
+                pl.len().alias("trials"),
+                *(
+                    [pl.col("session").n_unique().alias("sessions")]
+                    if "session" in self.trials.columns
+                    else []
+                ),
+            )
+            .sort(keys or "_all")
+            .drop("_all", strict=False)
+        )
+        parts = [
+            "<section id='data'><h2>Data</h2>",
+            f"<p>{self.trials.height} measured trials (warm-ups excluded) in "
+            f"{per_group.height} group(s).</p>",
+            _html_table(per_group),
+        ]
         if self.errors is not None and self.errors.height:
             parts.append(f"<h3>Cases that raised ({self.errors.height})</h3>")
             parts.append(_html_table(self.errors.drop("traceback", strict=False)))
@@ -210,14 +239,17 @@ class RunReport:
         meta = dict(self.meta)
         spec = meta.pop("spec", None)
         rows = pl.DataFrame(
-            [{"key": k, "value": v} for k, v in _flatten(meta)], schema={"key": pl.String,
-                                                                      "value": pl.String}
+            [{"key": k, "value": v} for k, v in _flatten(meta)],
+            schema={"key": pl.String, "value": pl.String},
         )
         parts = ["<section id='environment'><h2>Environment</h2>"]
         parts.append(_html_table(rows) if rows.height else "<p>The run carries no metadata.</p>")
         if spec is not None:
-            parts.append("<details><summary>Sweep specification</summary><pre>"
-                         + _e(json.dumps(spec, indent=2, default=str)) + "</pre></details>")
+            parts.append(
+                "<details><summary>Sweep specification</summary><pre>"
+                + _e(json.dumps(spec, indent=2, default=str))
+                + "</pre></details>"
+            )
         parts.append("</section>")
         return "".join(parts)
 
@@ -296,26 +328,35 @@ def build_report(
     labels, _ = plot.group_labels(regimes.curve, group_columns)
     charts = [_latency_section(regimes, trials, labels, group_columns, max_panels, notes)]
     if labels.height >= heatmap_min_groups:
-        charts.append(ChartSection(
-            "heatmap", "Overview: every group against the trend",
-            f"Colour is the median {y} over its smooth trend (log scale; red slower, blue "
-            f"faster); anomalous intervals are outlined.",
-            plot.overview_heatmap(regimes),
-        ))
+        charts.append(
+            ChartSection(
+                "heatmap",
+                "Overview: every group against the trend",
+                f"Colour is the median {y} over its smooth trend (log scale; red slower, blue "
+                f"faster); anomalous intervals are outlined.",
+                plot.overview_heatmap(regimes),
+            )
+        )
     if speedup is not None:
-        charts.append(ChartSection(
-            "speedup", "KV-cache speedup",
-            "Cache-off over cache-on latency with its CI; shaded: significant collapses "
-            "below the speedup trend, labelled with their ratio and CI.",
-            plot.speedup_chart(speedup, x=x),
-        ))
+        charts.append(
+            ChartSection(
+                "speedup",
+                "KV-cache speedup",
+                "Cache-off over cache-on latency with its CI; shaded: significant collapses "
+                "below the speedup trend, labelled with their ratio and CI.",
+                plot.speedup_chart(speedup, x=x),
+            )
+        )
     if _is_instrumented(trials):
-        charts.append(ChartSection(
-            "phases", "Prefill and decode",
-            "Median prefill and decode time stacked per budget; the tick is the median "
-            "end-to-end latency.",
-            plot.phase_chart(trials, x=x, by=group_columns),
-        ))
+        charts.append(
+            ChartSection(
+                "phases",
+                "Prefill and decode",
+                "Median prefill and decode time stacked per budget; the tick is the median "
+                "end-to-end latency.",
+                plot.phase_chart(trials, x=x, by=group_columns),
+            )
+        )
     name = run.meta.get("name") or run.meta.get("run_id") or (run.path.name if run.path else "")
     return RunReport(
         title=title or f"regimes report{': ' + str(name) if name else ''}",
@@ -343,8 +384,12 @@ _SHARED_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level", "penalty", "
 
 
 def _try_speedup(
-    trials: pl.DataFrame, x: str, y: str, by: Sequence[str] | None,
-    detect_options: dict[str, Any], notes: list[str],
+    trials: pl.DataFrame,
+    x: str,
+    y: str,
+    by: Sequence[str] | None,
+    detect_options: dict[str, Any],
+    notes: list[str],
 ) -> Any:
     """The cache speedup when both cache settings were measured, else ``None``."""
     if "use_cache" not in trials.columns or trials["use_cache"].drop_nulls().n_unique() < 2:
@@ -388,20 +433,47 @@ def _explanations(
     boot = {k: v for k, v in detect_options.items() if k in ("n_boot", "seed", "level")}
     plans: list[tuple[str, str, Any, str]] = []
     if _is_instrumented(trials):
-        plans.append(("phases", "Prefill or decode: where the excess time goes",
-                      lambda: attribute_phases(trials_raw, regimes, **boot), "phases"))
+        plans.append(
+            (
+                "phases",
+                "Prefill or decode: where the excess time goes",
+                lambda: attribute_phases(trials_raw, regimes, **boot),
+                "phases",
+            )
+        )
     if "backend" in group_columns and trials["backend"].n_unique() >= 2:
-        plans.append(("backends", "Is it specific to one backend?",
-                      lambda: compare_backends(trials_raw, regimes, **shared), "comparisons"))
-    memory = next((c for c in _MEMORY_COLUMNS
-                   if c in trials.columns and trials[c].drop_nulls().len() > 0), None)
+        plans.append(
+            (
+                "backends",
+                "Is it specific to one backend?",
+                lambda: compare_backends(trials_raw, regimes, **shared),
+                "comparisons",
+            )
+        )
+    memory = next(
+        (c for c in _MEMORY_COLUMNS if c in trials.columns and trials[c].drop_nulls().len() > 0),
+        None,
+    )
     if memory is not None:
-        plans.append(("memory", f"Does memory ({memory}) explain it?",
-                      lambda: memory_confound(trials_raw, regimes, memory,
-                                              alpha=shared.get("alpha", 0.05)), "effects"))
+        plans.append(
+            (
+                "memory",
+                f"Does memory ({memory}) explain it?",
+                lambda: memory_confound(
+                    trials_raw, regimes, memory, alpha=shared.get("alpha", 0.05)
+                ),
+                "effects",
+            )
+        )
     if "prompt_tokens" in group_columns and trials["prompt_tokens"].n_unique() >= 2:
-        plans.append(("alignment", "Does it follow the budget or the total length?",
-                      lambda: align_boundaries(trials_raw, regimes), "boundaries"))
+        plans.append(
+            (
+                "alignment",
+                "Does it follow the budget or the total length?",
+                lambda: align_boundaries(trials_raw, regimes),
+                "boundaries",
+            )
+        )
     done = []
     for key, title, run, table in plans:
         try:
@@ -434,8 +506,10 @@ def _latency_section(
     if len(order) > max_panels:
         flagged = _labelled(regimes.anomalies, group_columns, labels)
         strongest = (
-            flagged.group_by(plot.GROUP_FIELD).agg(pl.col("ratio").log().abs().max().alias("s"))
-            .sort("s", descending=True)[plot.GROUP_FIELD].to_list()
+            flagged.group_by(plot.GROUP_FIELD)
+            .agg(pl.col("ratio").log().abs().max().alias("s"))
+            .sort("s", descending=True)[plot.GROUP_FIELD]
+            .to_list()
         )
         shown = (strongest + [g for g in order if g not in strongest])[:max_panels]
         notes.append(
@@ -443,7 +517,8 @@ def _latency_section(
             "strongest anomalies first); the heatmap shows them all."
         )
     return ChartSection(
-        "latency", f"{y} by {x}",
+        "latency",
+        f"{y} by {x}",
         "Faint points: trials. Line and band: median and its bootstrap CI. Dashed: the "
         "smooth trend. Shaded: significant anomalies, labelled with their ratio over the "
         "trend and its CI. Orange rules: change points.",
@@ -459,13 +534,16 @@ def _labelled(
 ) -> pl.DataFrame:
     """``frame`` with the chart's group label of each row (labels from the full curve)."""
     if frame is None or frame.height == 0:
-        return pl.DataFrame({plot.GROUP_FIELD: [], "ratio": []},
-                            schema={plot.GROUP_FIELD: pl.String, "ratio": pl.Float64})
+        return pl.DataFrame(
+            {plot.GROUP_FIELD: [], "ratio": []},
+            schema={plot.GROUP_FIELD: pl.String, "ratio": pl.Float64},
+        )
     keys = [c for c in group_columns if c in frame.columns]
     if not keys:
         return frame.with_columns(pl.lit("all").alias(plot.GROUP_FIELD))
-    return frame.join(labels.select([*keys, plot.GROUP_FIELD]), on=keys, how="left",
-                      nulls_equal=True)
+    return frame.join(
+        labels.select([*keys, plot.GROUP_FIELD]), on=keys, how="left", nulls_equal=True
+    )
 
 
 def _level(result: Any) -> str:
@@ -503,8 +581,11 @@ def _anomaly_table(frame: pl.DataFrame | None, group_columns: Sequence[str]) -> 
         plot._ratio_label("ratio", "ratio_low", "ratio_high").alias("ratio [CI]")
     )
     leading = [*keys, "start", "end", "ratio [CI]"]
-    rest = [c for c in shown.columns
-            if c not in leading and c not in ("ratio", "ratio_low", "ratio_high")]
+    rest = [
+        c
+        for c in shown.columns
+        if c not in leading and c not in ("ratio", "ratio_low", "ratio_high")
+    ]
     return _html_table(shown.select([*leading, *rest]))
 
 
@@ -516,24 +597,32 @@ def _html_table(frame: pl.DataFrame) -> str:
     text = shown.select(
         [
             (pl.col(c).fill_nan(None).round_sig_figs(4) if t.is_float() else pl.col(c))
-            .cast(pl.String).fill_null("").alias(c)
-            if t.is_numeric() or t in (pl.String, pl.Boolean) else
-            pl.col(c).map_elements(lambda v: json.dumps(v, default=str),
-                                   return_dtype=pl.String).alias(c)
+            .cast(pl.String)
+            .fill_null("")
+            .alias(c)
+            if t.is_numeric() or t in (pl.String, pl.Boolean)
+            else pl.col(c)
+            .map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
+            .alias(c)
             for c, t in shown.schema.items()
         ]
     )
     numeric = {c for c, t in shown.schema.items() if t.is_numeric()}
     head = "".join(f"<th>{_e(c)}</th>" for c in text.columns)
     rows = "".join(
-        "<tr>" + "".join(
+        "<tr>"
+        + "".join(
             f"<td class='num'>{_e(v)}</td>" if c in numeric else f"<td>{_e(v)}</td>"
             for c, v in zip(text.columns, row)
-        ) + "</tr>"
+        )
+        + "</tr>"
         for row in text.iter_rows()
     )
-    more = (f"<p class='more'>{frame.height - _MAX_TABLE_ROWS} more row(s) not shown.</p>"
-            if frame.height > _MAX_TABLE_ROWS else "")
+    more = (
+        f"<p class='more'>{frame.height - _MAX_TABLE_ROWS} more row(s) not shown.</p>"
+        if frame.height > _MAX_TABLE_ROWS
+        else ""
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{more}"
 
 

@@ -10,11 +10,18 @@ import polars as pl
 import regimes
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
-RUNS = ("cpu-distilgpt2", "cuda-h200-gpt2", "cuda-h200-opt125m", "cuda-h200-instrumented",
-        "cuda-h200-gpt2-medium-window")
+RUNS = (
+    "cpu-distilgpt2",
+    "cuda-h200-gpt2",
+    "cuda-h200-opt125m",
+    "cuda-h200-instrumented",
+    "cuda-h200-gpt2-medium-window",
+)
 
 
-def _frames(prefix: str, result: object, names: tuple[str, ...]) -> Iterator[tuple[str, pl.DataFrame]]:
+def _frames(
+    prefix: str, result: object, names: tuple[str, ...]
+) -> Iterator[tuple[str, pl.DataFrame]]:
     for name in names:
         frame = getattr(result, name)
         if isinstance(frame, pl.DataFrame):
@@ -31,8 +38,9 @@ def golden_cases() -> Iterator[tuple[str, pl.DataFrame]]:
             sp = regimes.cache_speedup(df)
             yield from _frames(f"{run}--speedup", sp, ("speedup", "collapses"))
     instrumented = regimes.load(DATA / "cuda-h200-instrumented")
-    yield from _frames("instrumented--decode", regimes.detect_regimes(instrumented, y="decode_s"),
-                       detect_frames)
+    yield from _frames(
+        "instrumented--decode", regimes.detect_regimes(instrumented, y="decode_s"), detect_frames
+    )
     sims = {
         "spike": dict(anomaly="spike", n_curves=6, seed=1),
         "plateau": dict(anomaly="plateau", n_curves=6, seed=2),
@@ -42,9 +50,13 @@ def golden_cases() -> Iterator[tuple[str, pl.DataFrame]]:
     }
     for name, kwargs in sims.items():
         sweep = regimes.simulate_sweep(**kwargs)
-        yield from _frames(f"sim-{name}--detect", regimes.detect_regimes(sweep.trials), detect_frames)
+        yield from _frames(
+            f"sim-{name}--detect", regimes.detect_regimes(sweep.trials), detect_frames
+        )
     published = regimes.simulate.published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
     rep = regimes.detect_regimes(published)
     yield from _frames("published--detect", rep, detect_frames)
     cache = regimes.simulate.published_gpt2_medium_cache(trials=5, cv=0.10, seed=0)
-    yield from _frames("published-cache--speedup", regimes.cache_speedup(cache), ("speedup", "collapses"))
+    yield from _frames(
+        "published-cache--speedup", regimes.cache_speedup(cache), ("speedup", "collapses")
+    )

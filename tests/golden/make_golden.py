@@ -13,8 +13,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import polars as pl
-
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
