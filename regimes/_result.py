@@ -1,0 +1,144 @@
+"""The protocol every analysis result follows.
+
+A result is a frozen dataclass whose tables are polars frames. Subclasses declare
+``_tables`` (the frame attributes, in display order) and ``_title``, carry ``params``
+(the call's arguments) and ``untested`` (the groups that could not be tested, with the
+reason), and write ``summary()``. This base gives them the rest, the same way for every
+analysis: a short ``__repr__``, ``_repr_html_`` for notebooks, ``to_dict()`` and
+``to_json()``, and ``status``, which tells "tested, none found" from "not testable here".
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import polars as pl
+
+__all__ = ["AnalysisResult", "untested_frame"]
+
+_HTML_ROWS = 50
+
+
+def untested_frame(rows: Sequence[Mapping[str, Any]], group_columns: Sequence[str]) -> pl.DataFrame:
+    """Build the ``untested`` table: one row per group that could not be tested.
+
+    Parameters
+    ----------
+    rows : sequence of mappings
+        Each holds the group's values of ``group_columns`` and a ``reason``.
+    group_columns : sequence of str
+        The columns that identify a group.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``group_columns`` then ``reason`` (str); empty, with that schema, when every
+        group was tested.
+    """
+    columns = [*group_columns, "reason"]
+    if not rows:
+        return pl.DataFrame(schema={c: pl.String for c in columns})
+    return pl.DataFrame([{c: row.get(c) for c in columns} for row in rows])
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    if isinstance(value, float):
+        return value
+    return str(value)
+
+
+def _html_table(frame: pl.DataFrame) -> str:
+    shown = frame.head(_HTML_ROWS)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in shown.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
+        for row in shown.iter_rows()
+    )
+    more = (
+        f"<p>{frame.height - _HTML_ROWS} more rows not shown.</p>"
+        if frame.height > _HTML_ROWS
+        else ""
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, repr=False)
+class AnalysisResult:
+    """Base class of every analysis result (frozen; see the module docstring)."""
+
+    _tables: ClassVar[tuple[str, ...]] = ()
+    _title: ClassVar[str] = "Result"
+
+    def summary(self) -> str:
+        """Return the readable text summary of the result."""
+        raise NotImplementedError
+
+    @property
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The result's tables by name, in display order."""
+        return {name: getattr(self, name) for name in self._tables}
+
+    @property
+    def status(self) -> str:
+        """One line: what was tested, and what could not be (with the reasons)."""
+        untested = getattr(self, "untested", None)
+        if untested is None or untested.height == 0:
+            return "tested"
+        reasons = sorted(set(untested.get_column("reason").to_list()))
+        return f"{untested.height} group(s) not testable here: " + "; ".join(reasons)
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{name}={frame.height}" for name, frame in self.tables.items())
+        return f"{type(self).__name__}({sizes}; {self.status})"
+
+    def _repr_html_(self) -> str:
+        parts = [f"<h4>{html.escape(self._title)}</h4>", f"<p>{html.escape(self.status)}</p>"]
+        for name, frame in self.tables.items():
+            parts.append(f"<h5>{html.escape(name)}</h5>")
+            parts.append(_html_table(frame) if frame.height else "<p>None.</p>")
+        return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as plain JSON-safe Python objects.
+
+        Returns
+        -------
+        dict
+            ``result`` (the class name), ``status``, ``params`` and one list of row
+            records per table; non-finite floats become ``None``, ``"inf"`` or
+            ``"-inf"``.
+        """
+        out: dict[str, Any] = {
+            "result": type(self).__name__,
+            "status": self.status,
+            "params": _json_safe(dict(getattr(self, "params", {}))),
+        }
+        for name, frame in self.tables.items():
+            out[name] = _json_safe(frame.to_dicts())
+        untested = getattr(self, "untested", None)
+        if untested is not None and "untested" not in out:
+            out["untested"] = _json_safe(untested.to_dicts())
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Return :meth:`to_dict` as a JSON string (stable key order)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
