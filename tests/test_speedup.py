@@ -15,13 +15,9 @@ import pytest
 import regimes
 from regimes import RegimesInputError, RegimesWarning
 from regimes._stats.bootstrap import cell_summaries
-from regimes._stats.flank_test import (
-    Curve,
-    flank_support,
-    scan_intervals,
-    supported_intervals,
-    whole_curve_taus,
-)
+from regimes._stats.between_cell import curve_taus
+from regimes._stats.curves import Curve
+from regimes._stats.fixed_intervals import flank_support, scan_intervals, supported_intervals
 from regimes._stats.resample import cell_replicates
 from regimes.data.simulate import (
     PUBLISHED_GPT2_MEDIUM_CACHE,
@@ -172,7 +168,7 @@ def test_an_interior_interval_is_tested_in_the_coordinate_its_flanks_fit():
     dipped[3] -= np.log(3.0)
     in_log = _curve(budgets, dipped)
     in_x = in_log._replace(u=budgets)
-    tau_log, tau_x = whole_curve_taus([in_log, in_x])
+    tau_log, tau_x = curve_taus([in_log, in_x])
     (plain,) = scan_intervals(in_log, [(3, 3)], tau_log, direction="down")
     (chosen,) = scan_intervals(
         in_log, [(3, 3)], tau_log, direction="down", alternatives=[(in_x, tau_x)]
