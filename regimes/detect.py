@@ -719,7 +719,106 @@ def detect_regimes(
     penalty: float = 2.0,
     session: str | None = None,
 ) -> RegimeResult:
-    """Find change points and anomalous intervals of ``y`` along ``x`` for each group."""
+    """Find change points and anomalous intervals of ``y`` along ``x`` for each group.
+
+    Each group of case columns is one curve. Its cells (one per ``x``) get a median with
+    a confidence interval, and on the log scale a level with a moderated sampling
+    variance; the curve is segmented against its smooth trend, and every run of
+    segments is tested against the trend of its flanks. The method is described in
+    ``docs/method.md``.
+
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        The trial table, one row per measured generation; warm-up rows are dropped.
+    x : str, default "budget"
+        Position along the curve: ``budget``, ``total_tokens`` (derived as
+        ``prompt_tokens + budget`` when absent) or any numeric column.
+    y : str, default "latency_s"
+        The measured quantity: ``latency_s``, ``decode_s``, ``prefill_s`` or any
+        positive column; analysed on the log scale.
+    by : str or sequence of str, optional
+        Group columns; by default every case column present
+        (:data:`regimes.CASE_COLUMNS`) except ``x``.
+    alpha : float, default 0.05
+        False discovery rate for anomalies and, separately, for change points
+        (Benjamini-Hochberg across every candidate of the call).
+    min_ratio : float, default 1.25
+        An anomaly's level over its trend must be at least this (at most its inverse
+        for ``direction="down"``).
+    direction : {"up", "down", "both"}, default "up"
+        Slowdowns (the default for latency), speed-ups, or either.
+    n_boot : int, default 2000
+        Bootstrap replicates for the intervals of cells with several sessions.
+    seed : int, default 0
+        Seed of the bootstrap; the same seed gives the same result.
+    level : float, default 0.95
+        Confidence level of every interval.
+    penalty : float, default 2.0
+        Factor ``c`` of the segmentation penalty ``c * log(T)`` per change point, in
+        units of the estimated noise variance.
+    session : str, optional
+        Column naming the process of each trial; by default ``run_id``, ``session``
+        and ``process_id`` together, those present.
+
+    Returns
+    -------
+    RegimeResult
+        ``curve``, ``change_points``, ``anomalies``, ``groups``, ``untested``
+        (groups with fewer than 3 distinct ``x``, with the reason), ``trials`` and
+        ``params``; ``summary()`` prints them.
+
+    Raises
+    ------
+    RegimesInputError
+        When an argument is out of range, the table is empty, lacks a column, holds
+        non-finite or non-positive ``y``, every cell holds a single trial, or no group
+        has 3 distinct ``x``.
+
+    Warns
+    -----
+    RegimesWarning
+        When exact duplicate rows or single-trial cells are dropped, or some groups
+        are too short to test.
+
+    See Also
+    --------
+    cache_speedup : the KV cache's speedup per ``x`` and where it collapses.
+    regimes.attribute_phases : split an anomaly's excess into prefill and decode.
+    regimes.compare_backends : is an anomaly specific to its backend?
+
+    References
+    ----------
+    .. [1] Benjamini, Y. and Hochberg, Y. (1995). Controlling the false discovery
+       rate: a practical and powerful approach to multiple testing. *J. R. Stat. Soc.
+       B* 57, 289-300.
+    .. [2] Rousseeuw, P. J. and Croux, C. (1993). Alternatives to the median absolute
+       deviation. *J. Am. Stat. Assoc.* 88, 1273-1283 (the Qn scale).
+    .. [3] Smyth, G. K. (2004). Linear models and empirical Bayes methods for assessing
+       differential expression in microarray experiments. *Stat. Appl. Genet. Mol.
+       Biol.* 3, article 3 (moderated variances).
+    .. [4] Satterthwaite, F. E. (1946). An approximate distribution of estimates of
+       variance components. *Biometrics Bulletin* 2, 110-114; Welch, B. L. (1947). The
+       generalization of Student's problem when several different population
+       variances are involved. *Biometrika* 34, 28-35.
+    .. [5] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their
+       Application*, section 3.8; Field, C. A. and Welsh, A. H. (2007). Bootstrapping
+       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap).
+    .. [6] Truong, C., Oudre, L. and Vayatis, N. (2020). Selective review of offline
+       change point detection methods. *Signal Processing* 167, 107299 (ruptures).
+
+    Examples
+    --------
+    Synthetic trials around the published gpt2-medium MPS means (5 per budget):
+
+    >>> import regimes
+    >>> trials = regimes.simulate.published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
+    >>> result = regimes.detect_regimes(trials)
+    >>> result.anomalies.select("start", "end", "kind", "recovered").rows()
+    [(512, 624, 'spike', True)]
+    >>> result.status
+    'tested'
+    """
     params = _check_arguments(
         x=x,
         y=y,

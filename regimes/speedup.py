@@ -155,10 +155,10 @@ class SpeedupResult(AnalysisResult):
                 self._line,
             )
         )
-        for row in self.untested.iter_rows(named=True):
-            lines.append(
-                f"  not testable here: {group_label(row, self.group_columns)}: {row['reason']}"
-            )
+        if self.untested.height < self._n_groups():
+            for row in self.untested.iter_rows(named=True):
+                label = group_label(row, self.group_columns)
+                lines.append(f"  not testable here: {label}: {row['reason']}")
         return "\n".join(lines)
 
     def _no_collapse_text(self) -> str:
@@ -234,7 +234,91 @@ def cache_speedup(
     level: float = 0.95,
     session: str | None = None,
 ) -> SpeedupResult:
-    """KV-cache speedup per group and ``x`` with bootstrap CIs, and its collapses."""
+    """KV-cache speedup per group and ``x`` with bootstrap CIs, and where it collapses.
+
+    The speedup at ``x`` is the cache-off median of ``y`` over the cache-on median. Its
+    interval resamples the two cells independently, sessions first. A collapse is an
+    interval of ``x`` where the log-speedup falls significantly below its own smooth
+    trend (see the module docstring and ``docs/method.md``).
+
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        The trial table, with a ``use_cache`` column holding both states.
+    x : str, default "budget"
+        Position along the curve (see :func:`regimes.detect_regimes`).
+    y : str, default "latency_s"
+        The measured quantity, analysed on the log scale.
+    by : str or sequence of str, optional
+        Group columns, without ``use_cache``; by default every case column present
+        except ``use_cache`` and ``x``.
+    alpha : float, default 0.05
+        False discovery rate of the collapses (Benjamini-Hochberg across the call).
+    min_ratio : float, default 1.25
+        A collapse keeps at most ``1 / min_ratio`` of the trend's speedup.
+    n_boot : int, default 2000
+        Bootstrap replicates of each cell's median.
+    seed : int, default 0
+        Seed of the bootstrap.
+    level : float, default 0.95
+        Confidence level of every interval.
+    session : str, optional
+        Column naming the process of each trial (see :func:`regimes.detect_regimes`).
+
+    Returns
+    -------
+    SpeedupResult
+        ``speedup`` per group and ``x``, ``collapses``, ``untested`` (groups whose
+        grid is too short for a trend, with the reason), ``trials`` and ``params``.
+
+    Raises
+    ------
+    RegimesInputError
+        When an argument is out of range, there is no ``use_cache`` column, no
+        cache-off or no cache-on rows, ``by`` contains ``use_cache``, or no ``x`` is
+        measured both ways in any group.
+
+    Warns
+    -----
+    RegimesWarning
+        When cells measured one way only, exact duplicates or single-trial cells are
+        left out.
+
+    See Also
+    --------
+    detect_regimes : anomalies of the latency curves themselves.
+
+    References
+    ----------
+    .. [1] Benjamini, Y. and Hochberg, Y. (1995). Controlling the false discovery
+       rate. *J. R. Stat. Soc. B* 57, 289-300.
+    .. [2] Smyth, G. K. (2004). Linear models and empirical Bayes methods for assessing
+       differential expression in microarray experiments. *Stat. Appl. Genet. Mol.
+       Biol.* 3, article 3 (moderated variances).
+    .. [3] Satterthwaite, F. E. (1946). *Biometrics Bulletin* 2, 110-114; Welch, B. L.
+       (1947). *Biometrika* 34, 28-35 (the degrees of freedom of a sum of variances).
+    .. [4] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their
+       Application*, section 3.8; Field, C. A. and Welsh, A. H. (2007). Bootstrapping
+       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap).
+    .. [5] Rousseeuw, P. J. and Croux, C. (1993). Alternatives to the median absolute
+       deviation. *J. Am. Stat. Assoc.* 88, 1273-1283 (the Qn scale).
+
+    Examples
+    --------
+    Synthetic trials around the published gpt2-medium MPS cache table (5 per budget):
+
+    >>> import regimes
+    >>> trials = regimes.simulate.published_gpt2_medium_cache(trials=5, cv=0.10, seed=0)
+    >>> result = regimes.cache_speedup(trials)
+    >>> result.collapses.select("start", "end").rows()
+    [(512, 512)]
+
+    A single budget cannot be tested, and the result says so:
+
+    >>> one = regimes.cache_speedup(trials.filter(trials["budget"] == 512))
+    >>> one.collapses.height, one.untested.height
+    (0, 1)
+    """
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
     check_n_boot(n_boot)

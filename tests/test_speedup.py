@@ -326,3 +326,23 @@ def test_chart_and_public_names(published_results):
     spec = speedup_chart(published_results[0]).to_dict()
     assert spec["data"] or spec.get("datasets")
     assert regimes.cache_speedup is cache_speedup
+
+
+def test_a_single_budget_is_not_testable_rather_than_none_found():
+    one = published_cache_table(0).filter(pl.col("budget") == 512)
+    result = cache_speedup(one, n_boot=200)
+    assert result.collapses.height == 0 and result.speedup.height == 1
+    assert result.untested.height == 1 and "a trend needs at least 3" in result.untested["reason"][0]
+    assert result.status.startswith("1 group(s) not testable here")
+    text = result.summary()
+    assert "not testable here" in text and "none at q < alpha" not in text
+
+
+def test_speedup_result_follows_the_result_protocol():
+    result = cache_speedup(published_cache_table(1), n_boot=200)
+    assert repr(result).startswith("SpeedupResult(collapses=") and "\n" not in repr(result)
+    assert result.status == "tested" and result.untested.height == 0
+    assert result.to_dict()["params"]["n_boot"] == 200
+    assert {"use_cache", "budget", "latency_s", "session"} <= set(result.trials.columns)
+    with pytest.raises(AttributeError):
+        result.params = {}  # frozen

@@ -18,10 +18,14 @@ import polars as pl
 from regimes.data.schema import present_case_columns, validate_trials
 from regimes.errors import RegimesInputError, RegimesWarning
 
-__all__ = ["SESSION_COLUMNS", "prepare_trials"]
+__all__ = ["SESSION_COLUMNS", "TRIAL_IDENTITY", "prepare_trials"]
 
 SESSION_COLUMNS = ("run_id", "session", "process_id")
 """Columns that together identify the process a trial ran in."""
+
+TRIAL_IDENTITY = ("trial", "order")
+"""Columns that tell one trial from another: a table with neither cannot hold a trial
+twice, so equal rows in it are different trials."""
 
 
 def _session_key(frame: pl.DataFrame, session: str | None) -> pl.Expr:
@@ -54,7 +58,12 @@ def _group_columns(frame: pl.DataFrame, x: str, by: str | Sequence[str] | None) 
 
 
 def _drop_duplicates(frame: pl.DataFrame) -> pl.DataFrame:
-    """Drop exact duplicate rows, with a warning saying how many."""
+    """Drop rows identical in every column, trial identity included (warned).
+
+    Equal values are not the same trial: a table rounded to milliseconds has many equal
+    rows. Only a table that says which trial each row is (:data:`TRIAL_IDENTITY`) can
+    hold a row twice; without one, every row is taken as one trial.
+    """
     # hash first: comparing a million rows on every column costs more than one u64 column,
     # and only rows whose hashes collide can be duplicates
     hashed = frame.hash_rows(seed=0)
@@ -62,6 +71,15 @@ def _drop_duplicates(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     duplicated = int(frame.filter(hashed.is_duplicated()).is_duplicated().sum())
     if not duplicated:
+        return frame
+    if not any(c in frame.columns for c in TRIAL_IDENTITY):
+        warnings.warn(
+            f"{duplicated} rows equal another row in every column; the table has no "
+            f"{' or '.join(TRIAL_IDENTITY)} column to tell trials apart, so each row is "
+            "taken as one trial",
+            RegimesWarning,
+            stacklevel=4,
+        )
         return frame
     before = frame.height
     frame = frame.unique(maintain_order=True)
