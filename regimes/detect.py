@@ -129,7 +129,7 @@ class RegimeResult(AnalysisResult):
     params: dict[str, Any]
 
     def _label(self, row: dict[str, Any]) -> str:
-        """The group columns that tell this call's groups apart (the model if none do)."""
+        """Label a group by the columns that tell this call's groups apart."""
         varying = [c for c in self.group_columns if self.groups.get_column(c).n_unique() > 1]
         shown = varying or [c for c in ("model",) if c in self.group_columns]
         return ", ".join(f"{c}={row[c]}" for c in shown) or "all rows"
@@ -286,8 +286,9 @@ class _Cells(NamedTuple):
 
 
 class _CurveFit(NamedTuple):
-    """One curve long enough to test: its cells (``offset`` into the call's cells), its
-    between-cell variance and its segmentation.
+    """One curve long enough to test.
+
+    Its cells (``offset`` into the call's cells), its between-cell variance and its segmentation.
     """
 
     curve: int
@@ -496,7 +497,9 @@ def _decide(
     min_ratio: float,
     direction: str,
 ) -> _Decision:
-    """Benjamini-Hochberg over the call's change points and, separately, its candidates;
+    """Control the false discovery rate and choose the anomalies.
+
+    Benjamini-Hochberg over the call's change points and, separately, its candidates;
     per curve, the greedy non-overlapping choice among the candidates with ``q < alpha``
     whose ratio passes ``min_ratio``, smallest p first, then largest ``|z|``.
     """
@@ -558,7 +561,7 @@ def _segment_numbers(cells: _Cells, fits: list[_CurveFit]) -> np.ndarray:
 def _curve_table(
     cells: _Cells, index: CurveIndex, x: str, x_dtype: pl.DataType, extra: dict[str, np.ndarray]
 ) -> pl.DataFrame:
-    """The result's ``curve`` frame: cell summaries with baseline, ratio and flags."""
+    """Build the ``curve`` frame: cell summaries with baseline, ratio and flags."""
     curve = cells.table.with_columns(
         *(pl.Series(name, values) for name, values in extra.items())
     ).with_columns((pl.col("median") / pl.col("baseline")).alias("ratio"))
@@ -585,9 +588,9 @@ def _change_point_table(
     q: np.ndarray,
     alpha: float,
 ) -> pl.DataFrame:
-    """The result's ``change_points`` frame."""
+    """Build the ``change_points`` frame."""
     groups = _group_values(index)
-    schema = {c: index.groups.schema[c] for c in index.group_columns}
+    schema: dict[str, Any] = {c: index.groups.schema[c] for c in index.group_columns}
     schema |= {"x_before": x_dtype, "x_after": x_dtype}
     schema |= {c: pl.Float64 for c in _CHANGE_POINT_FLOATS} | {"significant": pl.Boolean}
     records = [
@@ -614,7 +617,7 @@ def _anomaly_table(
     candidates: list[_Candidate],
     decision: _Decision,
 ) -> pl.DataFrame:
-    """The result's ``anomalies`` frame: the chosen candidates."""
+    """Build the ``anomalies`` frame from the chosen candidates."""
     groups = _group_values(index)
     stops = dict(zip(cells.curve[cells.starts].tolist(), cells.stops.tolist(), strict=True))
     keyed = []
@@ -644,7 +647,7 @@ def _group_table(
     notes: dict[int, str],
     counts: tuple[list[int], list[int]],
 ) -> pl.DataFrame:
-    """The result's ``groups`` frame: per group its cells, trials, noise and findings.
+    """Build the ``groups`` frame: per group its cells, trials, noise and findings.
 
     ``counts`` holds the curve of each significant change point and of each anomaly.
     """
@@ -680,7 +683,7 @@ def _group_table(
 
 
 def _short_curves(cells: _Cells, index: CurveIndex, x: str) -> tuple[dict[int, str], pl.DataFrame]:
-    """Notes on the curves too short to test, and the ``untested`` frame."""
+    """Note the curves too short to test; return the notes and the ``untested`` frame."""
     notes: dict[int, str] = {}
     for a, b in zip(cells.starts, cells.stops, strict=True):
         if b - a < MIN_CELLS:
@@ -696,7 +699,7 @@ def _short_curves(cells: _Cells, index: CurveIndex, x: str) -> tuple[dict[int, s
 
 
 def _trial_rows(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
-    """The analysed trials: group columns, ``x``, ``y`` and the process key ``session``."""
+    """Keep the analysed trials: group columns, ``x``, ``y`` and the process ``session``."""
     kept = list(dict.fromkeys([*group_columns, x, y]))
     out = frame.select(kept)
     if "session" not in kept:
@@ -856,7 +859,7 @@ def _assemble(
     frame: pl.DataFrame,
     params: dict[str, Any],
 ) -> RegimeResult:
-    """The result's tables from the stages' records."""
+    """Build the result's tables from the stages' records."""
     change_points, candidates, decision = tested
     x, y = params["x"], params["y"]
     x_dtype = frame.schema[x]

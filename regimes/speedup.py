@@ -36,7 +36,8 @@ table over 128..768 fits a line in ``x`` far better (residual variance 0.003 aro
 0.025 around a line in ``log x``). Neither shape is known in advance, so each interior
 interval is tested in the coordinate, ``log x`` or ``x``, whose trend fits the cells
 around it best (the smaller between-cell variance;
-:func:`regimes._stats.fixed_intervals.scan_intervals`); ``bench/speedup_calibration.py`` measures what
+:func:`regimes._stats.fixed_intervals.scan_intervals`); ``bench/speedup_calibration.py`` measures
+what
 the choice gains on the published table and what it costs on smooth curves).
 """
 
@@ -209,7 +210,8 @@ class _Scan(NamedTuple):
 
 
 class _SpeedupCurve(NamedTuple):
-    """One group's log-speedup curve, its whole-curve ``(tau2, df)`` and its scan
+    """One group's log-speedup curve with its whole-curve ``(tau2, df)`` and scan.
+
     (``None`` when it could not be tested, ``reason`` saying why).
     """
 
@@ -360,7 +362,7 @@ def cache_speedup(
 def _prepare(
     df: Any, x: str, y: str, by: str | Sequence[str] | None, session: str | None
 ) -> tuple[pl.DataFrame, list[str]]:
-    """The trials of the (group, x) cells measured both ways, and the group columns."""
+    """Prepare the trials of the cells measured both ways; return them and the groups."""
     columns = [str(c) for c in getattr(df, "columns", [])]
     if "use_cache" not in columns:
         raise RegimesInputError(
@@ -380,7 +382,7 @@ def _prepare(
 
 
 def _trial_rows(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
-    """The analysed trials: group columns, ``use_cache``, ``x``, ``y`` and ``session``."""
+    """Keep the analysed trials: groups, ``use_cache``, ``x``, ``y`` and ``session``."""
     kept = list(dict.fromkeys([*group_columns, "use_cache", x, y]))
     out = frame.select(kept)
     if "session" not in kept:
@@ -429,8 +431,10 @@ def _speedup_intervals(
     seed: int,
     level: float,
 ) -> pl.DataFrame:
-    """Median ratio per (group, x) and its percentile interval: the off and on cells are
-    resampled independently and their bootstrap medians divided replicate by replicate.
+    """Compute the median ratio per (group, x) and its percentile interval.
+
+    The off and on cells are resampled independently and their bootstrap medians divided replicate
+    by replicate.
     """
     keys = [*group_columns, x, "use_cache"]
     reps = cell_replicates(frame, keys, [y], session="_session", n_boot=n_boot, seed=seed)
@@ -519,7 +523,8 @@ def _scan_down(
     level: float,
     alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
 ) -> _Scan:
-    """Every interval of one curve with enough flank support
+    """Scan every interval of one curve with enough flank support downwards.
+
     (:func:`regimes._stats.fixed_intervals.flank_support`), tested downwards in the
     trend coordinate that fits its flank best.
     """
@@ -547,8 +552,9 @@ def _scan_down(
 
 
 def _choose(scan: _Scan, alpha: float, min_ratio: float) -> list[int]:
-    """Greedy non-overlapping choice among the candidates with ``p < alpha`` and a large
-    enough dip, largest ``|z|`` first.
+    """Choose collapses greedily, without overlap, largest ``|z|`` first.
+
+    Among the candidates with ``p < alpha`` and a large enough dip.
 
     ``|z|`` of the interval-against-trend contrast is the matched-filter scan statistic:
     adding a normal cell to a dip, or dropping one of its cells, lowers it in
@@ -607,7 +613,7 @@ def _find_collapses(
 
 
 def _interval(c: _SpeedupCurve, k: int, q: float) -> Interval:
-    """The ``k``-th scanned interval of a curve as a reported collapse."""
+    """Report the ``k``-th scanned interval of a curve as a collapse."""
     scan = c.scan
     assert scan is not None
     s, e = int(scan.start[k]), int(scan.end[k])
@@ -626,8 +632,10 @@ def _interval(c: _SpeedupCurve, k: int, q: float) -> Interval:
 
 
 def _curve_trend(c: _SpeedupCurve, found: list[int]) -> np.ndarray:
-    """The log-speedup trend of one curve: a robust fit with a free level at each
-    collapse's boundaries, its constant from the cells outside collapses, and each
+    """Fit the log-speedup trend of one curve.
+
+    A robust fit with a free level at each collapse's boundaries, its constant from the cells
+    outside collapses, and each
     collapse's own flank trend inside it.
     """
     curve, scan = c.curve, c.scan

@@ -14,8 +14,8 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError, RegimesWarning
-from regimes._stats.bootstrap import cell_summaries
 from regimes._stats.between_cell import curve_taus
+from regimes._stats.bootstrap import cell_summaries
 from regimes._stats.curves import Curve
 from regimes._stats.fixed_intervals import flank_support, scan_intervals, supported_intervals
 from regimes._stats.resample import cell_replicates
@@ -332,7 +332,8 @@ def test_a_single_budget_is_not_testable_rather_than_none_found():
     one = published_cache_table(0).filter(pl.col("budget") == 512)
     result = cache_speedup(one, n_boot=200)
     assert result.collapses.height == 0 and result.speedup.height == 1
-    assert result.untested.height == 1 and "a trend needs at least 3" in result.untested["reason"][0]
+    assert result.untested.height == 1
+    assert "a trend needs at least 3" in result.untested["reason"][0]
     assert result.status.startswith("1 group(s) not testable here")
     text = result.summary()
     assert "not testable here" in text and "none at q < alpha" not in text

@@ -52,7 +52,7 @@ def anomaly_schema(x_dtype: pl.DataType) -> dict[str, Any]:
 
 
 def x_value(value: float, dtype: pl.DataType) -> int | float:
-    """A position as a Python number of the x column's kind."""
+    """Return a position as a Python number of the x column's kind."""
     return int(value) if dtype.is_integer() else float(value)
 
 
@@ -77,6 +77,6 @@ def anomaly_frame(
     group_schema: dict[str, Any],
     x_dtype: pl.DataType,
 ) -> pl.DataFrame:
-    """The anomaly table of ``(group values, interval, xs of its curve)`` triples."""
+    """Build the anomaly table of ``(group values, interval, xs of its curve)`` triples."""
     rows = [[*key, *_row(interval, xs, x_dtype)] for key, interval, xs in keyed]
     return pl.DataFrame(rows, schema={**group_schema, **anomaly_schema(x_dtype)}, orient="row")

@@ -1,4 +1,4 @@
-"""The between-cell ("process") variance :math:`\tau^2` of a curve.
+r"""The between-cell ("process") variance :math:`\tau^2` of a curve.
 
 Cells wobble around any smooth trend by more than their replication noise: a kernel
 choice, a cache state, the allocator. That wobble, shared by a curve's cells, enters
@@ -94,7 +94,7 @@ def between_cell_variance(
     if breaks is not None and smooth is not None:
         edges = [0, *[int(b) for b in breaks], t]
         parts, sampling = [], []
-        for lo, hi in zip(edges[:-1], edges[1:]):
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             m = hi - lo
             if m < 2:
                 continue
@@ -116,8 +116,10 @@ def between_cell_variance(
 
 
 def fill_missing_taus(taus: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Replace the ``(nan, 0)`` of curves too short for their own estimate by the median
-    ``(tau2, df)`` of the others (``(0, 0)`` when no curve has one).
+    """Fill in the between-cell variance of curves too short for their own.
+
+    Replaces their ``(nan, 0)`` by the median ``(tau2, df)`` of the others (``(0, 0)`` when no
+    curve has one).
     """
     known = [t for t in taus if math.isfinite(t[0])]
     fallback = (
@@ -129,8 +131,9 @@ def fill_missing_taus(taus: Sequence[tuple[float, float]]) -> list[tuple[float, 
 
 
 def curve_taus(curves: Sequence[Curve]) -> list[tuple[float, float]]:
-    """Whole-curve between-cell variance ``(tau2, df)`` of each curve, with the fallback
-    of :func:`fill_missing_taus`.
+    """Estimate each curve's whole-curve between-cell variance ``(tau2, df)``.
+
+    With the fallback of :func:`fill_missing_taus`.
     """
     return fill_missing_taus([between_cell_variance(c.u, c.level, c.var) for c in curves])
 
@@ -175,8 +178,9 @@ def interval_tau(
 def _flank_lack_of_fit(
     u: np.ndarray, level: np.ndarray, var: np.ndarray
 ) -> tuple[float, float, float] | None:
-    r"""``(tau2, df, sampling)`` from an ordinary least-squares polynomial through the
-    cells, or ``None`` without a residual degree of freedom.
+    r"""Estimate ``(tau2, df, sampling)`` around a least-squares polynomial.
+
+    The polynomial goes through the cells; or ``None`` without a residual degree of freedom.
 
     The degree is :func:`regimes._stats.trends.default_degree` lowered until each
     coefficient has four cells (a line below 8 cells). With hat values :math:`h_i`,
@@ -201,8 +205,10 @@ def _flank_lack_of_fit(
 
 
 def _carried(tau2: float, df: float, sampling: float) -> tuple[float, float]:
-    r"""``(tau2, df)`` for :func:`regimes._stats.contrasts.contrast_test` that carries the
-    uncertainty of the estimated *total* :math:`s^2 = \tau^2 + v`.
+    r"""Carry the uncertainty of an estimated total variance into ``(tau2, df)``.
+
+    For :func:`regimes._stats.contrasts.contrast_test`: keeps the uncertainty of the estimated
+    *total* :math:`s^2 = \tau^2 + v`.
 
     :math:`\hat\tau^2 = s^2 - v` varies as :math:`s^2` does, :math:`2 s^4 / d`, so its
     Satterthwaite df is :math:`d\,(\hat\tau^2 / s^2)^2`; at :math:`\hat\tau^2 = 0` a

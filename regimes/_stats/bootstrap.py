@@ -222,8 +222,10 @@ def cell_summaries(
     seed: int = 0,
     level: float = 0.95,
 ) -> pl.DataFrame:
-    """Per cell (the distinct values of ``keys``): ``n``, ``n_sessions``, ``median``,
-    ``ci_low``, ``ci_high`` of ``y`` at confidence ``level``.
+    """Summarise each cell: median and confidence interval.
+
+    Per cell (the distinct values of ``keys``): ``n``, ``n_sessions``, ``median``, ``ci_low``,
+    ``ci_high`` of ``y`` at confidence ``level``.
 
     Cells with one session (or when ``session`` is None) get the exact order-statistic
     interval; cells with several get the hierarchical bootstrap with ``n_boot``

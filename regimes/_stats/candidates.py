@@ -36,11 +36,12 @@ def candidate_intervals(
     max_candidates: int = 2000,
     min_edge_flank: int = MIN_EDGE_FLANK,
 ) -> list[tuple[int, int, int, int]]:
-    """Runs of consecutive segments, as ``(start, end, first_segment, last_segment)``.
+    """Return runs of consecutive segments as ``(start, end, first_segment, last_segment)``.
 
     ``breaks`` are the indices where a new segment starts (sorted, in ``1..n_cells-1``).
     Every run of at most ``max_segments`` segments is a candidate except the whole grid,
-    single cells at either end of it (see :func:`regimes._stats.interval_tests.interval_tests`), and runs touching an
+    single cells at either end of it (see :func:`regimes._stats.interval_tests.interval_tests`),
+    and runs touching an
     end whose one flank has fewer than ``min_edge_flank`` cells: their trend would be
     drawn from one side only, and one or two cells cannot tell a level from a
     curvature the smooth trend misses (a quadratic cost read on a log axis bends; a
@@ -67,7 +68,8 @@ def candidate_intervals(
 
 
 def passes_min_ratio(ratio: np.ndarray, min_ratio: float, direction: str) -> np.ndarray:
-    """Whether each ratio is at least ``min_ratio`` away from 1 in ``direction``
+    """Tell whether each ratio is at least ``min_ratio`` away from 1 in ``direction``.
+
     (``up``: ``>= min_ratio``; ``down``: ``<= 1 / min_ratio``; ``both``: either).
     """
     ratio = np.asarray(ratio, dtype=float)
@@ -81,7 +83,7 @@ def passes_min_ratio(ratio: np.ndarray, min_ratio: float, direction: str) -> np.
 
 
 def select_non_overlapping(start: np.ndarray, end: np.ndarray, order_key: np.ndarray) -> np.ndarray:
-    """Indices of a greedy set of non-overlapping intervals, best ``order_key`` first."""
+    """Return a greedy set of non-overlapping intervals, best ``order_key`` first."""
     chosen: list[int] = []
     for idx in np.argsort(order_key, kind="stable"):
         if all(end[idx] < start[k] or start[idx] > end[k] for k in chosen):
@@ -95,7 +97,7 @@ def choose_intervals(
     eligible: np.ndarray,
     sort_keys: Sequence[np.ndarray],
 ) -> np.ndarray:
-    """Indices of the greedy non-overlapping choice among the ``eligible`` intervals.
+    """Return the greedy non-overlapping choice among the ``eligible`` intervals.
 
     ``sort_keys`` rank the intervals as :func:`numpy.lexsort` does (last key primary,
     ties kept in input order); the best ranked eligible interval is taken first, then

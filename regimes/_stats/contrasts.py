@@ -68,8 +68,10 @@ def _tail_p(z: np.ndarray, dof: np.ndarray, direction: str) -> np.ndarray:
 def scan_p_values(
     estimate: np.ndarray, se: np.ndarray, dof: np.ndarray, direction: str, scan: float
 ) -> np.ndarray:
-    """t p-values of ``estimate / se`` in ``direction``, Bonferroni-adjusted for ``scan``
-    tests and capped at 1. A zero standard error gives an infinite statistic.
+    """Return t p-values of ``estimate / se``, Bonferroni-adjusted for ``scan`` tests.
+
+    One-sided in ``direction`` (two-sided for ``both``), capped at 1. A zero standard error gives
+    an infinite statistic.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, estimate / se, np.sign(estimate) * np.inf)
@@ -134,8 +136,10 @@ def _wls_projection(design: np.ndarray, weight: np.ndarray) -> np.ndarray:
 def flank_line(
     u: np.ndarray, total_var: np.ndarray, inside: np.ndarray, flank: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(c, rows, proj)``: contrast coefficients of :func:`trend_contrast`, and the line
-    through the flank as ``rows @ proj @ values[flank]`` at the inside cells.
+    """Return the contrast of :func:`trend_contrast` and the flank line.
+
+    ``(c, rows, proj)``: contrast coefficients, and the line through the flank as ``rows @ proj @
+    values[flank]`` at the inside cells.
 
     Weighted least squares of a line (or a constant) is solved in closed form: it runs
     for every candidate interval, where a general solver's call overhead dominates.

@@ -44,8 +44,10 @@ class CurveIndex:
 
 
 def index_curves(frame: pl.DataFrame, group_columns: Sequence[str], x: str) -> CurveIndex:
-    """Number the curves of ``frame`` (groups sorted by value, nulls last; one curve 0
-    without group columns) and attach ``_curve`` and ``_x`` to every trial.
+    """Index the curves of ``frame``: give every trial its curve id.
+
+    Groups are sorted by value, nulls last (one curve 0 without group columns); attach ``_curve``
+    and ``_x`` to every trial.
     """
     group_columns = list(group_columns)
     if group_columns:
@@ -65,7 +67,7 @@ def index_curves(frame: pl.DataFrame, group_columns: Sequence[str], x: str) -> C
 
 
 def curve_slices(curve_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(starts, stops)`` of each curve's run in an array of curve ids sorted by curve."""
+    """Return ``(starts, stops)`` of each curve's run in curve ids sorted by curve."""
     bounds = np.flatnonzero(np.diff(curve_ids)) + 1
     starts = np.concatenate([[0], bounds])
     stops = np.concatenate([bounds, [curve_ids.size]])
@@ -73,8 +75,10 @@ def curve_slices(curve_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Curve(NamedTuple):
-    """One curve's cells in increasing x: positions, trend coordinate, log levels with
-    their sampling variances and df (from :func:`regimes._stats.levels.cell_levels`).
+    """One curve's cells in increasing x, on the log scale.
+
+    Positions, trend coordinate, log levels with their sampling variances and df (from
+    :func:`regimes._stats.levels.cell_levels`).
     """
 
     x: np.ndarray

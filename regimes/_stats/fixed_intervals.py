@@ -55,7 +55,8 @@ __all__ = [
 
 EDGE_FLANK = MIN_EDGE_FLANK
 """Cells of the one flank an interval touching an end of the grid needs, and the size of
-the grid-end segment its gate tests (``flank[0]`` of :func:`regimes._stats.interval_tests.interval_tests`)."""
+the grid-end segment its gate tests (``flank[0]`` of
+:func:`regimes._stats.interval_tests.interval_tests`)."""
 
 SIDE_FLANK = 2
 """Cells each flank of an interior interval needs: one cell is one noisy reading (or part
@@ -63,8 +64,9 @@ of another anomaly), not a trend."""
 
 
 def flank_support(start: int, end: int, t: int) -> str | None:
-    """Why cells ``start..end`` of a grid of ``t`` cannot be judged against a flank
-    trend, or ``None`` when they can.
+    """Say why cells ``start..end`` of a grid of ``t`` cannot be judged against a trend.
+
+    ``None`` when they can.
 
     * an interior interval needs :data:`SIDE_FLANK` cells on each side, and
       :data:`EDGE_FLANK` on each side when it covers more than its flanks do;
@@ -96,8 +98,9 @@ def flank_support(start: int, end: int, t: int) -> str | None:
 
 
 def supported_intervals(t: int) -> list[tuple[int, int]]:
-    """Every interval ``(start, end)`` of a grid of ``t`` cells that :func:`flank_support`
-    admits, by start then end.
+    """List the intervals of a grid of ``t`` cells that have flank support.
+
+    Every ``(start, end)`` that :func:`flank_support` admits, by start then end.
     """
     return [
         (start, end)
@@ -110,8 +113,10 @@ def supported_intervals(t: int) -> list[tuple[int, int]]:
 def interval_segments(
     start: int, end: int, t: int, flank: int = EDGE_FLANK
 ) -> tuple[list[int], int, int]:
-    """Breaks that make ``[start, end]`` (cell indices) a run of segments of a grid of
-    ``t`` cells, and the indices of its first and last segment.
+    """Frame ``[start, end]`` (cell indices) as a run of segments.
+
+    Returns the breaks that make it one in a grid of ``t`` cells, and the indices of its first and
+    last segment.
     """
     width = end - start + 1
     inner = {start, end + 1}
@@ -129,8 +134,10 @@ def interval_trends(
     total_var: np.ndarray,
     intervals: Sequence[tuple[int, int]],
 ) -> list[tuple[list[int], SmoothTrend]]:
-    """Breaks (:func:`interval_segments`) and smooth trend for testing each interval
-    (cell indices) of one curve: the curve's robust polynomial with a free level shift at
+    """Fit the smooth trend for testing each interval of one curve, all in one batch.
+
+    Breaks (:func:`interval_segments`) and trend of each interval (cell indices): the curve's
+    robust polynomial with a free level shift at
     each of the interval's breaks (:func:`regimes._stats.trends.level_trends`, all
     intervals in one batch).
     """
@@ -139,7 +146,7 @@ def interval_trends(
     trends = level_trends(
         np.tile(curve.u, (k, 1)), np.tile(curve.level, (k, 1)), np.tile(total_var, (k, 1)), framed
     )
-    return list(zip(framed, trends))
+    return list(zip(framed, trends, strict=True))
 
 
 def scan_intervals(
@@ -150,8 +157,9 @@ def scan_intervals(
     direction: str = "up",
     alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
 ) -> list[IntervalTests]:
-    """Test each interval ``(start, end)`` (cell indices) of one curve against its flank
-    trend; one :class:`~regimes._stats.interval_tests.IntervalTests` of one row per interval.
+    """Test each interval ``(start, end)`` (cell indices) of one curve against its trend.
+
+    One :class:`~regimes._stats.interval_tests.IntervalTests` of one row per interval.
 
     ``p_value`` is Bonferroni-adjusted for a scan over every interval of the grid that
     :func:`flank_support` admits: whatever rule picks one of them from the same data,
@@ -160,7 +168,8 @@ def scan_intervals(
     ``alternatives`` are the same cells in other trend coordinates (``u``), each with its
     whole-curve between-cell variance. Each interior interval is then tested in the
     coordinate whose trend fits the cells *around* it best: the smallest between-cell
-    variance :func:`regimes._stats.between_cell.interval_tau` finds there. The choice never looks at the tested
+    variance :func:`regimes._stats.between_cell.interval_tau` finds there. The choice never looks
+    at the tested
     cells, so their contrast keeps its reference distribution; what it costs is that the
     variance is the smaller of correlated estimates, which
     ``bench/speedup_calibration.py`` measures (null rates unchanged within their CIs).
@@ -186,11 +195,11 @@ def scan_intervals(
         if not tested:
             continue
         framings = interval_trends(c, c.var + tau[0], [intervals[k] for k in tested])
-        for k, (breaks, smooth) in zip(tested, framings):
+        for k, (breaks, smooth) in zip(tested, framings, strict=True):
             start, end = intervals[k]
             fits[k].append((interval_tau(c, start, end, breaks, smooth, tau), c, breaks, smooth))
     out = []
-    for (start, end), candidates in zip(intervals, fits):
+    for (start, end), candidates in zip(intervals, fits, strict=True):
         tau, c, breaks, smooth = min(candidates, key=lambda fit: fit[0][0])  # ties: the first
         est = CurveEstimates(c.u, c.level, c.var, c.df, *tau)
         _, first, last = interval_segments(start, end, t)

@@ -101,8 +101,10 @@ class _Outcome(NamedTuple):
 def _cells(
     candidate: tuple[int, int, int, int], edges: Sequence[int], flank: tuple[int, int]
 ) -> _Cells:
-    """Inside cells, flank cells from the neighbouring segments, and the cells of the
-    first and last segment next to the boundaries.
+    """Collect the cells one candidate is judged on.
+
+    Inside cells, flank cells from the neighbouring segments, and the cells of the first and last
+    segment next to the boundaries.
     """
     start, end, a, b = candidate
     t = edges[-1]
@@ -150,7 +152,7 @@ class _Contrasts:
 
 
 def _interior(tests: _Contrasts, cells: _Cells) -> _Outcome:
-    """An interval with flanks on both sides, against the line through them."""
+    """Test an interval with flanks on both sides against the line through them."""
     est, smooth = tests.est, tests.smooth
     flanks = np.concatenate([cells.left, cells.right])
     c, rows, proj = flank_line(est.u, tests.total_var, cells.inside, flanks)
@@ -170,8 +172,9 @@ def _interior(tests: _Contrasts, cells: _Cells) -> _Outcome:
 
 
 def _edge(tests: _Contrasts, cells: _Cells, far: np.ndarray) -> _Outcome:
-    """An interval touching an end of the grid, against its one flank; ``far`` is the
-    segment at the grid's end it must also stand off from its flank.
+    """Test an interval touching an end of the grid against its one flank.
+
+    ``far`` is the segment at the grid's end it must also stand off from its flank.
     """
     est, smooth = tests.est, tests.smooth
     if cells.left.size:
@@ -202,8 +205,9 @@ def _peak(level: np.ndarray, cells: _Cells, trend: np.ndarray, direction: str) -
 def _gated_p_values(
     outcomes: Sequence[_Outcome], direction: str, scan: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Estimates, standard errors, df and the scan-adjusted p-values, each the largest
-    of the main test's and its gates'.
+    """Return estimates, standard errors, df and the gated, scan-adjusted p-values.
+
+    Each p-value is the largest the main test's and its gates'.
     """
     estimate = np.asarray([o.main[0] for o in outcomes], dtype=float)
     se = np.asarray([o.main[1] for o in outcomes], dtype=float)

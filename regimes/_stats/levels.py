@@ -146,8 +146,10 @@ def _within_session_scale(
 def _session_adjusted(
     frame: pl.DataFrame, curve: str, x: str, value: str, session: str
 ) -> pl.DataFrame:
-    """``curve``, ``x``, ``session``, ``value`` and ``_adj``: the value minus its
-    session's offset (sessions spanning at least 3 multi-session cells of the curve).
+    """Remove session offsets from the trials.
+
+    ``curve``, ``x``, ``session``, ``value`` and ``_adj``: the value minus its session's offset
+    (sessions spanning at least 3 multi-session cells of the curve).
     """
     cell_keys = [curve, x]
     per_session = frame.group_by([*cell_keys, session]).agg(pl.col(value).median().alias("_m"))
@@ -172,7 +174,9 @@ def _session_adjusted(
 
 
 def _cell_moments(adjusted: pl.DataFrame, curve: str, x: str, session: str) -> pl.DataFrame:
-    """Per cell, sorted by ``(curve, x)``: ``n``, ``n_sessions``, ``level``, the pooled
+    """Reduce trials to cell moments.
+
+    Per cell, sorted by ``(curve, x)``: ``n``, ``n_sessions``, ``level``, the pooled
     within-session sum of squares ``_ss``, the variance of session medians ``_between``,
     the curve's ``sigma_w`` and the df of that pooled scale, ``_pooled_df``.
     """
@@ -194,7 +198,7 @@ def _cell_moments(adjusted: pl.DataFrame, curve: str, x: str, session: str) -> p
         pl.col("_m").var(ddof=1).fill_null(0.0).alias("_between"),
         pl.col("_m").first().alias("level"),
     )
-    if cells.get_column("n_sessions").max() > 1:
+    if int(cells.get_column("n_sessions").to_numpy().max()) > 1:
         # the level is the median of all of a cell's trials, not of its session medians
         cells = cells.drop("level").join(
             adjusted.group_by(cell_keys).agg(pl.col("_adj").median().alias("level")), on=cell_keys
@@ -215,7 +219,9 @@ def _cell_moments(adjusted: pl.DataFrame, curve: str, x: str, session: str) -> p
 def _pooled_between(
     curve_ids: np.ndarray, between_own: np.ndarray, between_df: np.ndarray, multi: np.ndarray
 ) -> np.ndarray:
-    """Per cell, its curve's pooled between-session variance: the median over the
+    """Pool each curve's between-session variance.
+
+    Per cell, its curve's pooled value: the median over the
     curve's multi-session cells, each scaled by the median of its chi-square law so the
     median is unbiased (0 for a curve without such cells).
     """

@@ -95,7 +95,7 @@ def segment_curve(
     penalty: float,
     max_rounds: int = 4,
 ) -> tuple[list[int], SmoothTrend]:
-    """Breaks of one curve and the smooth trend they were found against.
+    """Segment one curve: its breaks and the smooth trend they were found against.
 
     Trend and breaks are refined in turn: :func:`level_trend` given the current breaks,
     then :func:`segment` of the standardised residuals, until the breaks stop changing
@@ -123,7 +123,7 @@ def bic_penalty(n_cells: int, factor: float = 2.0) -> float:
 
 
 def segment(standardised: np.ndarray, penalty: float) -> list[int]:
-    """Indices where a new segment starts (exact l2 segmentation, ``min_size=1``)."""
+    """Return the indices where a new segment starts (exact l2, ``min_size=1``)."""
     t = standardised.size
     if t < 2:
         return []

@@ -65,7 +65,7 @@ class SmoothTrend:
 
     @classmethod
     def fixed(cls, values: np.ndarray) -> SmoothTrend:
-        """A trend taken as known (its uncertainty ignored), e.g. from another fit."""
+        """Take a trend as known (its uncertainty ignored), e.g. from another fit."""
         values = np.asarray(values, dtype=float)
         return cls(values, np.zeros((values.size, 0)), np.zeros((0, values.size)))
 

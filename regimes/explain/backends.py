@@ -36,8 +36,8 @@ from regimes._stats.curves import Curve, curve_from_levels, index_curves
 from regimes._stats.fixed_intervals import fixed_interval_test
 from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
-from regimes.data.schema import RegimesInputError, check_fraction
 from regimes.data._prepare import prepare_trials
+from regimes.data.schema import RegimesInputError, check_fraction
 from regimes.explain._anomalies import group_label, read_report, summary_text
 
 __all__ = ["BackendComparison", "compare_backends"]
