@@ -1,19 +1,21 @@
-"""Speed of ``detect_regimes`` against the straightforward pipeline, on synthetic sweeps.
+"""Speed and memory of ``detect_regimes`` on synthetic sweeps, single- and multi-session.
 
-The main case is the one of the specification: 1,000 curves x 50 budgets x 20 trials
-(1,000,000 rows), 2,000-resample intervals, on the machine at hand. Curves are synthetic:
-80 % smooth, 10 % with a spike, 10 % with a step; noise CV 2-15 %; one process per curve,
-so every cell holds one session and gets the exact order-statistic interval.
+All figures come from one run on the machine at hand, each the median of ``--repeats``
+runs, so ratios between them hold however busy the machine is. Curves are synthetic
+(:func:`regimes.simulate_sweep`): 80 % smooth, 10 % with a spike, 10 % with a step;
+noise CV 2-15 %, 0-3 % hiccups, session factors of 0-5 %.
 
-Printed, each as the median of ``--repeats`` runs in this process:
-
-* ``detect_regimes`` on the 1M rows, and its parts;
-* the straightforward alternative on a slice of the same data (per cell
-  ``scipy.stats.bootstrap`` of the median with 2,000 resamples, then
-  ``ruptures.Pelt(model="l2")`` with its defaults on each curve's cell medians),
-  extrapolated to all curves, and the speed ratio;
-* how time grows with budgets per curve (50, 500, 5,000) at a fixed 1M rows;
-* a multi-session case (3 sessions per cell: the hierarchical bootstrap).
+1. ``detect_regimes`` on 1,000,000 rows of one session per curve (1,000 curves x 50
+   budgets x 20 trials), and on 1,008,000 rows of 3 sessions x 7 trials per cell (1,000
+   curves x 48 budgets): the multi-session run over the single-session one;
+2. the straightforward pipeline on a slice of the single-session rows (per cell
+   ``scipy.stats.bootstrap`` of the median with 2,000 resamples, then
+   ``ruptures.Pelt(model="l2")`` on each curve's cell medians), extrapolated to all
+   curves, over ``detect_regimes`` on the 1M rows;
+3. peak memory (resident set) of a fresh process that builds the 1M rows and runs
+   ``detect_regimes`` on them, for both designs;
+4. a mixed sweep of curves with 1 to 3 sessions per cell (about 155,000 rows), and how
+   time grows with budgets per curve at a fixed 1M rows.
 
 Run: ``python bench/speed.py [--repeats 3] [--slice 20]``.
 """
@@ -21,11 +23,15 @@ Run: ``python bench/speed.py [--repeats 3] [--slice 20]``.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import time
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -36,12 +42,18 @@ from regimes import RegimesWarning, detect_regimes
 from regimes.data.simulate import simulate_sweep
 
 NOISE = dict(cv=(0.02, 0.15), hiccup_rate=(0.0, 0.03), session_cv=(0.0, 0.05))
+SINGLE = dict(n_curves=1000, n_budgets=50, trials=20, sessions=1)
+MULTI = dict(n_curves=1000, n_budgets=48, trials=7, sessions=3)
 
 
 def sweep(
-    n_curves: int, n_budgets: int, trials: int, sessions: int = 1, seed: int = 0
+    n_curves: int,
+    n_budgets: int,
+    trials: int | tuple[int, int],
+    sessions: int | tuple[int, int] = 1,
+    seed: int = 0,
 ) -> pl.DataFrame:
-    """Synthetic sweep: 80 % smooth curves, 10 % spikes, 10 % steps."""
+    """Build a synthetic sweep: 80 % smooth curves, 10 % spikes, 10 % steps."""
     parts = []
     for k, (kind, share) in enumerate((("none", 0.8), ("spike", 0.1), ("step", 0.1))):
         count = max(1, int(round(n_curves * share)))
@@ -51,6 +63,7 @@ def sweep(
             n_budgets=n_budgets,
             trials=trials,
             sessions=sessions,
+            session_design="per_cell",
             ratio=(2.0, 4.0),
             width=(2, 4),
             seed=seed * 10 + k,
@@ -62,7 +75,8 @@ def sweep(
     return pl.concat(parts)
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    """Median wall time of ``repeats`` calls, and the last result."""
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
@@ -71,14 +85,15 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def detect(frame: pl.DataFrame):
+def detect(frame: pl.DataFrame) -> Any:
+    """Run ``detect_regimes`` with its defaults, warnings silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
-        return detect_regimes(frame, n_boot=2000)
+        return detect_regimes(frame)
 
 
 def straightforward(frame: pl.DataFrame) -> int:
-    """Per-cell scipy bootstrap of the median, then Pelt (defaults) per curve."""
+    """Run per-cell scipy bootstrap of the median, then Pelt (defaults) per curve."""
     found = 0
     for _, curve in frame.group_by("model", maintain_order=True):
         medians = []
@@ -93,46 +108,79 @@ def straightforward(frame: pl.DataFrame) -> int:
     return found
 
 
+def _peak_memory(design: dict[str, int]) -> tuple[float, float]:
+    """Return the peak resident memory (GB) after building the rows and after analysing.
+
+    Run in a fresh process.
+    """
+    frame = sweep(**design)
+    built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    detect(frame)
+    return built, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def peak_memory(design: dict[str, int]) -> tuple[float, float]:
+    """:func:`_peak_memory` in a fresh spawned process (``ru_maxrss`` is in KB on Linux)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(_peak_memory, (design,))
+
+
 def main() -> None:
+    """Print every figure of the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--slice", type=int, default=20, help="curves for the straightforward pipeline"
-    )
+    parser.add_argument("--slice", type=int, default=20, help="curves for the baseline")
     args = parser.parse_args()
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.1f} "
         "(other work on the machine slows every figure alike)"
     )
+    single, multi = sweep(**SINGLE), sweep(**MULTI)
+    curves = single["model"].unique(maintain_order=True).head(args.slice)
+    part = single.filter(pl.col("model").is_in(curves.implode()))
+    detect(single.head(50_000))  # imports and first-call set-up out of the timings
+    # interleaved rounds: a busy machine slows each of the three alike
+    times: dict[str, list[float]] = {"single": [], "multi": [], "base": []}
+    rep = None
+    for _ in range(args.repeats):
+        for name, call in (
+            ("single", lambda: detect(single)),
+            ("multi", lambda: detect(multi)),
+            ("base", lambda: straightforward(part)),
+        ):
+            seconds, result = timed(call, 1)
+            times[name].append(seconds)
+            rep = result if name == "single" else rep
+    single_s, multi_s, base_s = (statistics.median(times[k]) for k in ("single", "multi", "base"))
+    print(f"\n1. detect_regimes, median of {args.repeats} interleaved runs each:")
+    print(
+        f"   {single.height:,} rows, 1 session x 20 trials per cell: {single_s:.2f} s "
+        f"({rep.anomalies.height} anomalies)"
+    )
+    print(f"   {multi.height:,} rows, 3 sessions x 7 trials per cell: {multi_s:.2f} s")
+    print(f"   multi-session / single-session: {multi_s / single_s:.2f}x (target <= 1.5x)")
 
-    frame = sweep(1000, 50, 20)
+    scale = single["model"].n_unique() / args.slice
     print(
-        f"\n1. {frame.height:,} rows: {frame['model'].n_unique()} curves x 50 budgets x 20 trials"
+        f"\n2. straightforward pipeline on {args.slice} curves ({part.height:,} rows, median of "
+        f"{args.repeats}): "
+        f"{base_s:.2f} s -> {base_s * scale:.0f} s extrapolated to the 1M rows"
     )
-    seconds, rep = timed(lambda: detect(frame), args.repeats)
     print(
-        f"   detect_regimes (n_boot=2000): median {seconds:.2f} s over {args.repeats} runs; "
-        f"{rep.anomalies.height} anomalies, "
-        f"{rep.change_points.filter(pl.col('significant')).height} significant change points"
-    )
-
-    curves = frame["model"].unique(maintain_order=True).head(args.slice)
-    part = frame.filter(pl.col("model").is_in(curves.implode()))
-    base_seconds, _ = timed(lambda: straightforward(part), 1)
-    ours_part, _ = timed(lambda: detect(part), args.repeats)
-    scale = frame["model"].n_unique() / args.slice
-    print(
-        f"\n2. straightforward pipeline on {args.slice} curves ({part.height:,} rows): "
-        f"{base_seconds:.2f} s -> {base_seconds * scale:.0f} s extrapolated to all curves"
-    )
-    print(f"   detect_regimes on the same slice: {ours_part:.3f} s")
-    print(
-        f"   speed ratio on the 1M rows: {base_seconds * scale / seconds:.0f}x "
-        f"(extrapolated straightforward / measured detect_regimes)"
+        f"   speed ratio on the 1M single-session rows: {base_s * scale / single_s:.0f}x "
+        "(extrapolated straightforward / measured detect_regimes; target >= 80x)"
     )
 
-    print("\n3. budgets per curve at 1M rows (20 trials):")
+    print("\n3. peak resident memory of a fresh process (GB): after building, after analysing")
+    for name, design in (("single-session", SINGLE), ("3 sessions x 7", MULTI)):
+        built, peak = peak_memory(design)
+        print(f"   {name:>16}: {built:.2f} -> {peak:.2f} (target < 2)")
+
+    mixed = sweep(1000, (12, 40), (3, 10), sessions=(1, 3), seed=7)
+    mixed_s, _ = timed(lambda: detect(mixed), args.repeats)
+    print(f"\n4. mixed 1-3 sessions per cell, {mixed.height:,} rows: {mixed_s:.2f} s")
     print(f"   {'budgets':>8} {'curves':>7} {'seconds':>8} {'us/row':>7}")
     for n_budgets, n_curves in ((50, 1000), (500, 100), (5000, 10)):
         data = sweep(n_curves, n_budgets, 20, seed=n_budgets)
@@ -141,13 +189,6 @@ def main() -> None:
             f"   {n_budgets:>8} {data['model'].n_unique():>7} {secs:>8.2f} "
             f"{secs / data.height * 1e6:>7.2f}"
         )
-
-    multi = sweep(200, 50, 7, sessions=3, seed=5)
-    secs, _ = timed(lambda: detect(multi), args.repeats)
-    print(
-        f"\n4. multi-session cells (hierarchical bootstrap, 2,000 resamples): "
-        f"{multi.height:,} rows = 200 curves x 50 budgets x 3 sessions x 7 trials: {secs:.2f} s"
-    )
 
 
 if __name__ == "__main__":

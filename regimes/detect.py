@@ -32,12 +32,16 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from scipy import special, stats
 
 from regimes._result import AnalysisResult, untested_frame
 from regimes._stats.anomaly_table import Interval, anomaly_frame, x_value
-from regimes._stats.between_cell import between_cell_variance, fill_missing_taus
-from regimes._stats.bootstrap import cell_summaries
+from regimes._stats.between_cell import (
+    between_cell_variance,
+    fill_missing_taus,
+    qn_scale_rows,
+    second_difference_taus,
+)
 from regimes._stats.curves import CurveEstimates, CurveIndex, curve_slices, index_curves
 from regimes._stats.interval_tests import (
     DIRECTIONS,
@@ -47,7 +51,7 @@ from regimes._stats.interval_tests import (
 )
 from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
-from regimes._stats.regimes import find_regimes, regime_groups
+from regimes._stats.regimes import Regime, find_regimes, regime_groups
 from regimes._stats.segmentation import bic_penalty, edge_breaks, segment_curves
 from regimes._stats.trends import SmoothTrend, grouped_trends, level_trend, trend_coordinate
 from regimes.data._prepare import prepare_trials
@@ -163,10 +167,7 @@ class RegimeResult(AnalysisResult):
             ("min_ratio:", f"{p.get('min_ratio')}"),
             ("Anomalies:", str(self.anomalies.height)),
             ("Change points:", f"{significant} significant of {self.change_points.height}"),
-            (
-                "Bootstrap:",
-                f"n_boot={p.get('n_boot')}, seed={p.get('seed')}, level={p.get('level')}",
-            ),
+            ("Intervals:", f"t, level={p.get('level')}, BH per {p.get('fdr')}"),
         ]
         half = (len(pairs) + 1) // 2
         lines = ["=" * _WIDTH, self._title.center(_WIDTH), "=" * _WIDTH]
@@ -377,15 +378,9 @@ def _check_arguments(**params: Any) -> dict[str, Any]:
     return params
 
 
-def _cell_arrays(index: CurveIndex, y: str, n_boot: int, seed: int, level: float) -> _Cells:
-    """Cell summaries (median and its interval) joined with cell levels, as arrays."""
-    summaries = cell_summaries(
-        index.frame, ["_curve", "_x"], y, session="_session", n_boot=n_boot, seed=seed, level=level
-    )
-    levels = cell_levels(index.frame, "_curve", "_x", "_ly", "_session")
-    table = summaries.join(levels.drop("n", "n_sessions"), on=["_curve", "_x"], how="left").sort(
-        ["_curve", "_x"]
-    )
+def _cell_arrays(index: CurveIndex, y: str) -> _Cells:
+    """Cell medians joined with cell levels, as arrays sorted by ``(curve, x)``."""
+    table = cell_levels(index.frame, "_curve", "_x", "_ly", "_session", raw=y)
     curve = table.get_column("_curve").to_numpy()
     xs = table.get_column("_x").to_numpy()
     starts, stops = curve_slices(curve)
@@ -401,6 +396,28 @@ def _cell_arrays(index: CurveIndex, y: str, n_boot: int, seed: int, level: float
         starts=starts,
         stops=stops,
     )
+
+
+def _median_intervals(
+    cells: _Cells, taus: list[tuple[float, float]], level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's t interval for its median, as an estimate for a fresh process.
+
+    The cell's own variance (:func:`regimes._stats.levels.cell_levels`) covers the
+    trials and, with several sessions, the session lottery; a cell measured in one
+    process cannot see that lottery, so its curve's between-cell variance, estimated
+    from all its cells, stands in for it. Welch-Satterthwaite degrees of freedom.
+    """
+    var = cells.table.get_column("median_var").to_numpy()
+    dof = cells.table.get_column("median_df").to_numpy()
+    single = cells.table.get_column("n_sessions").to_numpy() == 1
+    sizes = cells.stops - cells.starts
+    tau2 = np.repeat([t[0] for t in taus], sizes) * single
+    tau_df = np.maximum(np.repeat([t[1] for t in taus], sizes), 1.0)
+    total = var + tau2
+    welch = total**2 / (var**2 / dof + np.where(tau2 > 0, tau2**2 / tau_df, 0.0))
+    half = stats.t.ppf((1.0 + level) / 2.0, welch) * np.sqrt(total)
+    return np.exp(cells.log_median - half), np.exp(cells.log_median + half)
 
 
 def _check_lengths(cells: _Cells, x: str) -> None:
@@ -434,18 +451,31 @@ def _linear_ends(trend: SmoothTrend, u: np.ndarray, breaks: Sequence[int]) -> Sm
     return trend.linear_ends(u, lead if lead <= 3 else 0, trail if trail <= 3 else 0)
 
 
-def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tuple[float, float]]]:
-    """Between-cell variance and segmentation of every curve with enough cells.
+def _first_taus(cells: _Cells) -> list[tuple[float, float]]:
+    """Estimate each curve's whole-curve between-cell variance.
 
-    The whole-curve variance (curves too short for their own borrow the median) scales
-    the segmentation, batched over curves of equal length; it is then refined around
-    the curve's own trend and segments where that estimate exists. Returns the fits and
-    every curve's final ``(tau2, df)``.
+    From its second differences, batched over curves of equal length; short curves
+    borrow the median of the others.
     """
-    bounds = list(zip(cells.starts, cells.stops, strict=True))
-    taus = fill_missing_taus(
-        [between_cell_variance(cells.u[a:b], cells.level[a:b], cells.var[a:b]) for a, b in bounds]
-    )
+    lengths = cells.stops - cells.starts
+    first: list[tuple[float, float]] = [(float("nan"), 0.0)] * lengths.size
+    for t in np.unique(lengths):
+        members = np.flatnonzero(lengths == t)
+        index = cells.starts[members][:, None] + np.arange(t)
+        found = second_difference_taus(cells.u[index], cells.level[index], cells.var[index])
+        for m, tau in zip(members, found, strict=True):
+            first[m] = tau
+    return fill_missing_taus(first)
+
+
+def _segment_all(
+    cells: _Cells, taus: list[tuple[float, float]], penalty: float
+) -> dict[int, tuple[list[int], SmoothTrend, list[int]]]:
+    """Segment every curve with enough cells: breaks, trend and forced end breaks.
+
+    Segmented in batches of curves of equal length; a cell at an end that stands off its
+    neighbours gets its own segment (:func:`regimes._stats.segmentation.edge_breaks`).
+    """
     lengths = cells.stops - cells.starts
     segmented: dict[int, tuple[list[int], SmoothTrend, list[int]]] = {}
     for t in np.unique(lengths[lengths >= MIN_CELLS]):
@@ -459,22 +489,62 @@ def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tu
             bic_penalty(int(t), penalty),
         )
         for m, cuts, fit in zip(members, *found, strict=True):
-            a, b = bounds[m]
+            a, b = cells.starts[m], cells.stops[m]
             total = cells.var[a:b] + taus[m][0]
             at_ends = edge_breaks(cells.u[a:b], cells.level[a:b], total, [])
             edged = sorted({*cuts, *at_ends})
             if edged != cuts:
                 fit = level_trend(cells.u[a:b], cells.level[a:b], total, edged)
             segmented[int(m)] = (edged, _linear_ends(fit, cells.u[a:b], edged), at_ends)
+    return segmented
+
+
+def _refined_taus(
+    cells: _Cells, segmented: dict[int, tuple[list[int], SmoothTrend, list[int]]]
+) -> dict[int, tuple[float, float]]:
+    """Estimate each segmented curve's between-cell variance around its trend.
+
+    Around its own trend and segments
+    (:func:`regimes._stats.between_cell.between_cell_variance`); curves without breaks
+    of one length in one batch (the Qn scale of their centred residuals).
+    """
+    out: dict[int, tuple[float, float]] = {}
+    plain = [k for k, (breaks, _, _) in segmented.items() if not breaks]
+    lengths = cells.stops - cells.starts
+    for t in np.unique(lengths[plain]) if plain else []:
+        members = [k for k in plain if lengths[k] == t]
+        index = cells.starts[members][:, None] + np.arange(t)
+        residual = cells.level[index] - np.stack([segmented[k][1].values for k in members])
+        centred = (residual - residual.mean(axis=1, keepdims=True)) / np.sqrt(1.0 - 1.0 / t)
+        total = qn_scale_rows(centred) ** 2
+        tau2 = np.maximum(0.0, total - np.median(cells.var[index], axis=1))
+        for k, value in zip(members, tau2, strict=True):
+            out[k] = (float(value), 0.82 * (t - 1))
+    for k, (breaks, trend, _) in segmented.items():
+        if breaks:
+            a, b = cells.starts[k], cells.stops[k]
+            out[k] = between_cell_variance(
+                cells.u[a:b], cells.level[a:b], cells.var[a:b], breaks, trend.values
+            )
+    return out
+
+
+def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tuple[float, float]]]:
+    """Between-cell variance and segmentation of every curve with enough cells.
+
+    The whole-curve variance (:func:`_first_taus`) scales the segmentation; it is then
+    refined around the curve's own trend and segments where that estimate has at least
+    4 degrees of freedom. Returns the fits and every curve's final ``(tau2, df)``.
+    """
+    taus = _first_taus(cells)
+    segmented = _segment_all(cells, taus, penalty)
+    for k, refined in _refined_taus(cells, segmented).items():
+        if math.isfinite(refined[0]) and refined[1] >= 4:
+            taus[k] = refined
     fits = []
     for k in sorted(segmented):
-        a, b = bounds[k]
+        a, b = cells.starts[k], cells.stops[k]
         breaks, trend, at_ends = segmented[k]
-        refined = between_cell_variance(
-            cells.u[a:b], cells.level[a:b], cells.var[a:b], breaks, trend.values
-        )
-        if math.isfinite(refined[0]):
-            taus[k] = refined
         est = CurveEstimates(
             cells.u[a:b], cells.level[a:b], cells.var[a:b], cells.df[a:b], *taus[k]
         )
@@ -500,32 +570,73 @@ def _test_change_points(fit: _CurveFit, level: float) -> tuple[list[_ChangePoint
         )
         for k, i in enumerate(cps.index)
     ]
-    z_cut = stats.norm.isf(0.5 / max(1, fit.est.u.size - 1))
+    z_cut = -special.ndtri(0.5 / max(1, fit.est.u.size - 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         strength = np.abs(cps.estimate) / cps.se
     kept = [b for b, z in zip(fit.breaks, strength, strict=True) if not z < z_cut or b in fit.edges]
     return rows, kept
 
 
-def _test_regimes(
-    fit: _CurveFit, kept: list[int], direction: str, min_ratio: float, level: float
-) -> list[_Candidate]:
-    """TREAT tests of the curve's regimes in ``direction`` against their flank trends."""
+class _CurveRegimes(NamedTuple):
+    """One curve's regimes.
+
+    All it found (their cells leave the normal level) and those to test in the call's
+    direction, with the labels of its cells.
+    """
+
+    fit: _CurveFit
+    kept: list[int]
+    tested: list[Regime]
+    labels: np.ndarray
+
+
+def _find_regimes(
+    fit: _CurveFit, kept: list[int], direction: str, min_ratio: float
+) -> _CurveRegimes:
+    """Find the curve's regimes (:func:`regimes._stats.regimes.find_regimes`).
+
+    Those tested have a flank and depart in ``direction``.
+    """
     found = find_regimes(fit.est, fit.trend, kept, min_ratio)
-    regimes = [
+    tested = [
         r
         for r in found
         if (r.left.size or r.right.size)
         and (direction == "both" or (r.level > 0) == (direction == "up"))
     ]
-    if not regimes:
-        return []
-    est = fit.est
-    labels = regime_groups(found, est.u.size)
-    trend = grouped_trends(est.u[None], est.level[None], est.total_var[None], labels[None])[0]
-    trend = _linear_ends(trend, est.u, kept)
+    return _CurveRegimes(fit, kept, tested, regime_groups(found, fit.est.u.size))
+
+
+def _regime_trends(curves: list[_CurveRegimes]) -> list[SmoothTrend | None]:
+    """Fit each curve's trend for its regime tests.
+
+    One level for its normal cells and one per regime
+    (:func:`regimes._stats.trends.grouped_trends`), fitted in batches of curves of equal
+    length; ``None`` for curves with nothing to test.
+    """
+    out: list[SmoothTrend | None] = [None] * len(curves)
+    todo = [k for k, c in enumerate(curves) if c.tested]
+    for t in sorted({curves[k].fit.est.u.size for k in todo}):
+        batch = [k for k in todo if curves[k].fit.est.u.size == t]
+        ests = [curves[k].fit.est for k in batch]
+        fitted = grouped_trends(
+            np.stack([e.u for e in ests]),
+            np.stack([e.level for e in ests]),
+            np.stack([e.total_var for e in ests]),
+            np.stack([curves[k].labels for k in batch]),
+        )
+        for k, trend in zip(batch, fitted, strict=True):
+            out[k] = _linear_ends(trend, curves[k].fit.est.u, curves[k].kept)
+    return out
+
+
+def _test_regimes(
+    curve: _CurveRegimes, trend: SmoothTrend, direction: str, min_ratio: float, level: float
+) -> list[_Candidate]:
+    """TREAT tests of the curve's regimes in ``direction`` against their flank trends."""
+    fit, regimes = curve.fit, curve.tested
     tests = regime_tests(
-        est, trend, regimes, labels, direction=direction, threshold=math.log(min_ratio)
+        fit.est, trend, regimes, curve.labels, direction=direction, threshold=math.log(min_ratio)
     )
     ratio, low, high = tests.ratio_interval(level)
     a, t = fit.offset, fit.est.u.size
@@ -813,11 +924,16 @@ def detect_regimes(
     direction : {"up", "down", "both"}, default "up"
         Slowdowns (the default for latency), speed-ups, or either.
     n_boot : int, default 2000
-        Bootstrap replicates for the intervals of cells with several sessions.
+        Validated and kept in ``params`` for one signature with the analyses that
+        resample (:func:`regimes.attribute_phases`); detection draws nothing: its
+        intervals are t intervals on moderated variances, which reach their level with
+        two or three trials or sessions, where a cluster bootstrap cannot.
     seed : int, default 0
-        Seed of the bootstrap; the same seed gives the same result.
+        As ``n_boot``; the result is deterministic.
     level : float, default 0.95
-        Confidence level of every interval.
+        Confidence level of every interval: each cell's median (a t interval on the log
+        scale whose variance includes the session lottery, or the curve's between-cell
+        variance for a cell measured in one process), each ratio and each change.
     penalty : float, default 2.0
         Factor ``c`` of the segmentation penalty ``c * log(T)`` per change point, in
         units of the estimated noise variance.
@@ -905,15 +1021,19 @@ def detect_regimes(
     )
     frame, group_columns = prepare_trials(df, x, y, by, session)
     index = index_curves(frame, group_columns, x)
-    cells = _cell_arrays(index, y, n_boot, seed, level)
+    cells = _cell_arrays(index, y)
     _check_lengths(cells, x)
     fits, taus = _fit_curves(cells, penalty)
     change_points: list[_ChangePoint] = []
-    candidates: list[_Candidate] = []
+    curves = []
     for fit in fits:
         rows, kept = _test_change_points(fit, level)
         change_points += rows
-        candidates += _test_regimes(fit, kept, direction, min_ratio, level)
+        curves.append(_find_regimes(fit, kept, direction, min_ratio))
+    candidates: list[_Candidate] = []
+    for curve, trend in zip(curves, _regime_trends(curves), strict=True):
+        if trend is not None:
+            candidates += _test_regimes(curve, trend, direction, min_ratio, level)
     decision = _decide(change_points, candidates, alpha, fdr)
     return _assemble(cells, index, fits, taus, (change_points, candidates, decision), frame, params)
 
@@ -932,7 +1052,14 @@ def _assemble(
     x, y = params["x"], params["y"]
     x_dtype = frame.schema[x]
     baseline, anomalous = _baseline(cells, fits, candidates, decision.chosen)
-    extra = {"baseline": baseline, "segment": _segment_numbers(cells, fits), "anomalous": anomalous}
+    low, high = _median_intervals(cells, taus, params["level"])
+    extra = {
+        "ci_low": low,
+        "ci_high": high,
+        "baseline": baseline,
+        "segment": _segment_numbers(cells, fits),
+        "anomalous": anomalous,
+    }
     cp_table = _change_point_table(
         cells, index, x_dtype, change_points, decision.change_point_q, params["alpha"]
     )

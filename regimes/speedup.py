@@ -43,6 +43,7 @@ the choice gains on the published table and what it costs on smooth curves).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import polars as pl
+from scipy import stats
 
 from regimes._result import AnalysisResult, untested_frame
 from regimes._stats.anomaly_table import Interval, anomaly_frame
@@ -60,7 +62,6 @@ from regimes._stats.curves import Curve, curve_from_levels, index_curves
 from regimes._stats.fixed_intervals import scan_intervals, supported_intervals
 from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
-from regimes._stats.resample import cell_replicates
 from regimes._stats.trends import level_trend
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
@@ -336,11 +337,13 @@ def cache_speedup(
         level=level,
         session=session,
     )
-    speedup = _speedup_intervals(frame, group_columns, x, y, n_boot, seed, level)
-    curves = _scan_curves(_speedup_levels(frame, group_columns, x), group_columns, x, level)
+    levels = _speedup_levels(frame, group_columns, x, y)
+    curves = _scan_curves(levels, group_columns, x, level, math.log(min_ratio))
     trend, collapses = _find_collapses(curves, group_columns, x, frame.schema[x], alpha, min_ratio)
     speedup = (
-        speedup.join(trend, on=[*group_columns, x], how="left", nulls_equal=True)
+        _speedup_table(levels, group_columns, x, level)
+        .with_columns(pl.col(x).cast(frame.schema[x]))
+        .join(trend, on=[*group_columns, x], how="left", nulls_equal=True)
         .with_columns((pl.col("speedup") / pl.col("trend")).alias("ratio"))
         .select([*group_columns, x, *_SPEEDUP_COLUMNS])
     )
@@ -422,60 +425,68 @@ def _paired_cells(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.D
     return kept
 
 
-def _speedup_intervals(
-    frame: pl.DataFrame,
-    group_columns: list[str],
-    x: str,
-    y: str,
-    n_boot: int,
-    seed: int,
-    level: float,
-) -> pl.DataFrame:
-    """Compute the median ratio per (group, x) and its percentile interval.
+def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
+    """Reduce each (group, x) measured both ways to the log-speedup level.
 
-    The off and on cells are resampled independently and their bootstrap medians divided replicate
-    by replicate.
+    Its variance and Welch df
+    from the two cells' levels, and for the speedup's interval the two medians, their
+    counts, and the log median ratio's variance (``median_var``, Welch df ``median_df``).
     """
-    keys = [*group_columns, x, "use_cache"]
-    reps = cell_replicates(frame, keys, [y], session="_session", n_boot=n_boot, seed=seed)
-    # Cells come sorted by keys, so each (group, x) is an off row followed by an on row.
-    off, on = reps.replicates[0::2, :, 0], reps.replicates[1::2, :, 0]
-    off_median, on_median = reps.median[0::2, 0], reps.median[1::2, 0]
-    low, high = np.quantile(off / on, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=1)
-    cells = reps.cells
-    return (
-        cells.filter(~pl.col("use_cache"))
-        .select([*group_columns, x])
-        .with_columns(
-            pl.Series("speedup", off_median / on_median),
-            pl.Series("ci_low", low),
-            pl.Series("ci_high", high),
-            pl.Series("off_median", off_median),
-            pl.Series("on_median", on_median),
-            cells.filter(~pl.col("use_cache")).get_column("n").alias("off_n"),
-            cells.filter(pl.col("use_cache")).get_column("n").alias("on_n"),
-        )
-    )
-
-
-def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.DataFrame:
-    """Per (group, x): log-speedup level, variance and Welch df from the two cells."""
     index = index_curves(frame, [*group_columns, "use_cache"], x)
-    levels = cell_levels(index.frame, "_curve", "_x", "_ly", "_session").join(
+    levels = cell_levels(index.frame, "_curve", "_x", "_ly", "_session", raw=y).join(
         index.groups, on="_curve"
     )
     off = levels.filter(~pl.col("use_cache"))
     on = levels.filter(pl.col("use_cache"))
     joined = off.join(on, on=[*group_columns, "_x"], suffix="_on", nulls_equal=True)
-    v_off, v_on = pl.col("var"), pl.col("var_on")
-    welch = (v_off + v_on) ** 2 / (v_off**2 / pl.col("df") + v_on**2 / pl.col("df_on"))
+
+    def welch(first: str, second: str) -> pl.Expr:
+        a, b = pl.col(first), pl.col(f"{first}_on")
+        dof = (a + b) ** 2 / (a**2 / pl.col(second) + b**2 / pl.col(f"{second}_on"))
+        return dof.fill_nan(1.0).clip(1.0, None)
+
     return joined.select(
         *group_columns,
         "_x",
         (pl.col("level") - pl.col("level_on")).alias("level"),
-        (v_off + v_on).alias("var"),
-        welch.fill_nan(1.0).clip(1.0, None).alias("df"),
+        (pl.col("var") + pl.col("var_on")).alias("var"),
+        welch("var", "df").alias("df"),
+        pl.col("median").alias("off_median"),
+        pl.col("median_on").alias("on_median"),
+        pl.col("n").alias("off_n"),
+        pl.col("n_on").alias("on_n"),
+        (pl.col("median_var") + pl.col("median_var_on")).alias("median_var"),
+        welch("median_var", "median_df").alias("median_df"),
     ).sort([*group_columns, "_x"])
+
+
+def _speedup_table(
+    levels: pl.DataFrame, group_columns: list[str], x: str, level: float
+) -> pl.DataFrame:
+    """Compute the speedup per (group, x) with its t interval on the log scale.
+
+    The variance is the sum of the two cells' median variances
+    (:func:`regimes._stats.levels.cell_levels`: moderated within-session noise, and with
+    several sessions the spread of their medians, so the interval is for a fresh
+    process); Welch-Satterthwaite degrees of freedom. Where each cell was measured in a
+    single process the interval is for those two processes: one process cannot show
+    the lottery between processes, and the speedup curve is too short to estimate it.
+    """
+    var = levels.get_column("median_var").to_numpy()
+    dof = levels.get_column("median_df").to_numpy()
+    speedup = (levels.get_column("off_median") / levels.get_column("on_median")).to_numpy()
+    half = stats.t.ppf((1.0 + level) / 2.0, dof) * np.sqrt(var)
+    return levels.select(
+        *group_columns,
+        pl.col("_x").alias(x),
+        pl.Series("speedup", speedup),
+        pl.Series("ci_low", speedup * np.exp(-half)),
+        pl.Series("ci_high", speedup * np.exp(half)),
+        "off_median",
+        "on_median",
+        "off_n",
+        "on_n",
+    )
 
 
 def _untestable(n_cells: int, x: str) -> str | None:
@@ -494,7 +505,7 @@ def _untestable(n_cells: int, x: str) -> str | None:
 
 
 def _scan_curves(
-    levels: pl.DataFrame, group_columns: list[str], x: str, level: float
+    levels: pl.DataFrame, group_columns: list[str], x: str, level: float, threshold: float
 ) -> list[_SpeedupCurve]:
     """Each group's log-speedup curve, scanned downwards where it can be.
 
@@ -511,7 +522,7 @@ def _scan_curves(
         parts, arrays, taus, linear, linear_taus, strict=True
     ):
         reason = _untestable(curve.x.size, x)
-        scan = None if reason else _scan_down(curve, tau, level, [(other, other_tau)])
+        scan = None if reason else _scan_down(curve, tau, level, threshold, [(other, other_tau)])
         key = {c: part.get_column(c)[0] for c in group_columns}
         out.append(_SpeedupCurve(key, part, curve, tau, scan, reason))
     return out
@@ -521,6 +532,7 @@ def _scan_down(
     curve: Curve,
     prior_tau: tuple[float, float],
     level: float,
+    threshold: float,
     alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
 ) -> _Scan:
     """Scan every interval of one curve with enough flank support downwards.
@@ -529,7 +541,14 @@ def _scan_down(
     trend coordinate that fits its flank best.
     """
     intervals = supported_intervals(curve.x.size)
-    tests = scan_intervals(curve, intervals, prior_tau, direction="down", alternatives=alternatives)
+    tests = scan_intervals(
+        curve,
+        intervals,
+        prior_tau,
+        direction="down",
+        alternatives=alternatives,
+        threshold=threshold,
+    )
     out = {
         name: np.concatenate([getattr(k, name) for k in tests])
         for name in ("start", "end", "kind", "peak", "p_value", "estimate", "se", "df")

@@ -251,13 +251,11 @@ def test_scale_and_row_order_change_nothing():
         np.testing.assert_allclose(moved.collapses[column], base.collapses[column], rtol=1e-6)
 
 
-def test_same_seed_same_answer_other_seed_other_interval():
+def test_intervals_are_analytic_the_same_for_any_seed_or_row_order():
     df = published_cache_table(0).with_columns((pl.col("session") % 3).alias("session"))
     a = cache_speedup(df, n_boot=300, seed=5).speedup
-    b = cache_speedup(df, n_boot=300, seed=5).speedup
-    c = cache_speedup(df, n_boot=300, seed=6).speedup
+    b = cache_speedup(df.sample(fraction=1.0, shuffle=True, seed=1), n_boot=900, seed=6).speedup
     assert a.equals(b)
-    assert not np.allclose(a["ci_low"], c["ci_low"])
 
 
 def test_replicates_match_the_core_bootstrap_interval():

@@ -51,14 +51,17 @@ def index_curves(frame: pl.DataFrame, group_columns: Sequence[str], x: str) -> C
     """
     group_columns = list(group_columns)
     if group_columns:
+        # one 64-bit key joins far faster than several text columns
+        key = ["_group"] if "_group" in frame.columns else group_columns
         groups = (
-            frame.select(group_columns)
-            .unique()
+            frame.select([*key, *group_columns])
+            .unique(subset=key)
             .sort(group_columns, nulls_last=True)
             .with_row_index("_curve")
             .with_columns(pl.col("_curve").cast(pl.Int64))
         )
-        frame = frame.join(groups, on=group_columns, how="left", nulls_equal=True)
+        frame = frame.join(groups.select("_curve", *key), on=key, how="left", nulls_equal=True)
+        groups = groups.select("_curve", *group_columns)
     else:
         groups = pl.DataFrame({"_curve": [0]}, schema={"_curve": pl.Int64})
         frame = frame.with_columns(pl.lit(0, dtype=pl.Int64).alias("_curve"))

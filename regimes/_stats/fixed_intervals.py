@@ -156,6 +156,7 @@ def scan_intervals(
     *,
     direction: str = "up",
     alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
+    threshold: float = 0.0,
 ) -> list[IntervalTests]:
     """Test each interval ``(start, end)`` (cell indices) of one curve against its trend.
 
@@ -204,7 +205,12 @@ def scan_intervals(
         est = CurveEstimates(c.u, c.level, c.var, c.df, *tau)
         _, first, last = interval_segments(start, end, t)
         tests = interval_tests(
-            est, [(start, end, first, last)], breaks, smooth=smooth, direction=direction
+            est,
+            [(start, end, first, last)],
+            breaks,
+            smooth=smooth,
+            direction=direction,
+            threshold=threshold,
         )
         p_value = np.where(tests.p_value < 1.0, tests.p_value * family, 1.0)
         out.append(replace(tests, p_value=p_value))

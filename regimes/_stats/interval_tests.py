@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from regimes._stats.contrasts import (
     ContrastResults,
@@ -134,7 +134,7 @@ class _Contrasts:
         self.total_var = est.total_var
         # a main statistic whose normal tail times the scan is at least 1 has p = 1 (a t
         # tail is heavier still): its gates cannot change that and are skipped
-        self.z_cut = stats.norm.isf((0.5 if direction == "both" else 1.0) / scan)
+        self.z_cut = -special.ndtri((0.5 if direction == "both" else 1.0) / scan)
 
     def test(self, c: np.ndarray) -> Test:
         """Test the contrast ``c`` of the levels."""
@@ -208,7 +208,7 @@ def _peak(level: np.ndarray, cells: _Cells, trend: np.ndarray, direction: str) -
 
 
 def _gated_p_values(
-    outcomes: Sequence[_Outcome], direction: str, scan: int
+    outcomes: Sequence[_Outcome], direction: str, scan: int, threshold: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return estimates, standard errors, df and the gated, scan-adjusted p-values.
 
@@ -217,7 +217,10 @@ def _gated_p_values(
     estimate = np.asarray([o.main[0] for o in outcomes], dtype=float)
     se = np.asarray([o.main[1] for o in outcomes], dtype=float)
     dof = np.asarray([o.main[2] for o in outcomes], dtype=float)
-    p = scan_p_values(estimate, se, dof, direction, scan) if estimate.size else estimate
+    if estimate.size:
+        p = np.minimum(1.0, scan * treat_p_values(estimate, se, dof, direction, threshold))
+    else:
+        p = estimate
     gated = [k for k, o in enumerate(outcomes) if o.gates is not None]
     if gated:
         g = np.asarray([outcomes[k].gates for k in gated], dtype=float)  # (k, gate, 3)
@@ -234,13 +237,16 @@ def interval_tests(
     smooth: SmoothTrend | np.ndarray | None = None,
     direction: str = "up",
     flank: tuple[int, int] = (3, 8),
+    threshold: float = 0.0,
 ) -> IntervalTests:
     """Test each candidate interval of one curve against its flanking trend.
 
     ``candidates`` are ``(start, end, first_segment, last_segment)`` of
     :func:`regimes._stats.candidates.candidate_intervals`. ``flank = (lo, hi)``: each
     side uses ``clip(width, lo, hi)`` cells of the neighbouring segment. ``p_value`` is
-    one-sided in ``direction`` and adjusted for the scan over all intervals of the grid;
+    one-sided in ``direction`` (TREAT against the log-ratio ``threshold``,
+    :func:`regimes._stats.contrasts.treat_p_values`; a plain t test at 0) and adjusted
+    for the scan over all intervals of the grid;
     ``peak`` is the index of the most extreme cell relative to the trend; ``kind`` is
     ``spike`` or ``step`` (runs to the end of the grid).
 
@@ -286,7 +292,7 @@ def interval_tests(
             outcome = _edge(tests, cells, far)
         outcomes.append(outcome)
         peaks.append(_peak(est.level, cells, outcome.trend, direction))
-    estimate, se, dof, p = _gated_p_values(outcomes, direction, scan)
+    estimate, se, dof, p = _gated_p_values(outcomes, direction, scan, threshold)
     return IntervalTests(
         estimate=estimate,
         se=se,

@@ -299,6 +299,8 @@ def find_regimes(
     from the reference a level must be to count as a departure (see the module
     docstring). Regimes are returned top-level first, each followed by its nested ones.
     """
+    if not breaks:
+        return []
     t = est.u.size
     edges = np.asarray([0, *[int(b) for b in breaks], t])
     threshold = math.log(min_ratio)

@@ -59,6 +59,64 @@ def _penalised_costs(
     return np.sum(centred**2, axis=1) + penalty * np.asarray([len(b) for b in breaks])
 
 
+def _fit(
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    rows: list[int],
+    breaks: list[list[int]],
+    plain: list[SmoothTrend],
+) -> list[SmoothTrend]:
+    """Trends of ``rows`` for their ``breaks``; a row without breaks has its ``plain`` fit."""
+    fits = [plain[r] for r in rows]
+    todo = [k for k, r in enumerate(rows) if breaks[r]]
+    if todo:
+        picked = [rows[k] for k in todo]
+        fitted = level_trends(
+            u[picked], level[picked], total_var[picked], [breaks[r] for r in picked]
+        )
+        for k, fit in zip(todo, fitted, strict=True):
+            fits[k] = fit
+    return fits
+
+
+def _refine(
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    breaks: list[list[int]],
+    penalty: float,
+    max_rounds: int,
+    plain: list[SmoothTrend],
+) -> tuple[list[list[int]], list[SmoothTrend]]:
+    """Refit trend and breaks in turn until the breaks stop changing.
+
+    Only the curves whose breaks changed are refitted and segmented again; a new set of
+    breaks that would leave the trend too few cells (:data:`MIN_FREE_CELLS`) is refused.
+    ``plain`` holds each curve's trend without breaks, fitted once.
+    """
+    t = u.shape[1]
+    sd = np.sqrt(total_var)
+    breaks = [list(b) for b in breaks]
+    fits = _fit(u, level, total_var, list(range(len(breaks))), breaks, plain)
+    active = list(range(len(breaks)))
+    for _ in range(max_rounds):
+        changed = []
+        for row in active:
+            new = segment((level[row] - fits[row].values) / sd[row], penalty)
+            if new != breaks[row] and t - len(new) >= MIN_FREE_CELLS:
+                breaks[row] = new
+                changed.append(row)
+        if not changed:
+            break
+        for row, fit in zip(
+            changed, _fit(u, level, total_var, changed, breaks, plain), strict=True
+        ):
+            fits[row] = fit
+        active = changed
+    return breaks, fits
+
+
 def segment_curves(
     u: np.ndarray,
     level: np.ndarray,
@@ -70,48 +128,41 @@ def segment_curves(
     g = u.shape[0]
     sd = np.sqrt(total_var)
     no_breaks: list[list[int]] = [[] for _ in range(g)]
-    starts = (
-        difference_trends(u, level, total_var),
-        np.stack([f.values for f in level_trends(u, level, total_var, no_breaks)]),
-    )
+    plain = level_trends(u, level, total_var, no_breaks)
+    starts = (difference_trends(u, level, total_var), np.stack([f.values for f in plain]))
     best_cost = np.full(g, np.inf)
     best_degenerate = np.ones(g, dtype=bool)
     best_breaks: list[list[int]] = [[] for _ in range(g)]
     best_fits: list[SmoothTrend | None] = [None] * g
-    first_breaks: list[list[int]] | None = None
+    first_breaks: list[list[int]] = []
     for start in starts:
         breaks = [segment(row, penalty) for row in (level - start) / sd]
-        if first_breaks is None:
-            first_breaks = breaks
-        elif breaks == first_breaks:
-            break  # the same start as before: the same end
-
-        for _ in range(max_rounds):
-            fits = level_trends(u, level, total_var, breaks)
-            values = np.stack([f.values for f in fits])
-            new_breaks = [
-                new if u.shape[1] - len(new) >= MIN_FREE_CELLS else old
-                for new, old in zip(
-                    [segment(row, penalty) for row in (level - values) / sd], breaks, strict=True
-                )
-            ]
-            if new_breaks == breaks:
-                break
-            breaks = new_breaks
-        else:
-            fits = level_trends(u, level, total_var, breaks)
-            values = np.stack([f.values for f in fits])
-        cost = _penalised_costs((level - values) / sd, breaks, penalty)
+        # a curve whose second start gives the breaks of its first ends the same way
+        rows = [r for r in range(g) if not first_breaks or breaks[r] != first_breaks[r]]
+        first_breaks = first_breaks or breaks
+        if not rows:
+            break
+        found, fits = _refine(
+            u[rows],
+            level[rows],
+            total_var[rows],
+            [breaks[r] for r in rows],
+            penalty,
+            max_rounds,
+            [plain[r] for r in rows],
+        )
+        values = np.stack([f.values for f in fits])
+        cost = _penalised_costs((level[rows] - values) / sd[rows], found, penalty)
         # a trend needs cells within segments to learn its shape from: a staircase that
         # leaves almost none fits anything, and wins on cost only where noise is tiny
-        degenerate = np.asarray([u.shape[1] - len(b) < MIN_FREE_CELLS for b in breaks])
-        better = (degenerate < best_degenerate) | (
-            (degenerate == best_degenerate) & (cost < best_cost)
+        degenerate = np.asarray([u.shape[1] - len(b) < MIN_FREE_CELLS for b in found])
+        better = (degenerate < best_degenerate[rows]) | (
+            (degenerate == best_degenerate[rows]) & (cost < best_cost[rows])
         )
-        for row in np.flatnonzero(better):
-            best_breaks[row], best_fits[row] = breaks[row], fits[row]
-        best_cost = np.where(better, cost, best_cost)
-        best_degenerate = np.where(better, degenerate, best_degenerate)
+        for k in np.flatnonzero(better):
+            row = rows[k]
+            best_breaks[row], best_fits[row] = found[k], fits[k]
+            best_cost[row], best_degenerate[row] = cost[k], degenerate[k]
     return best_breaks, best_fits  # type: ignore[return-value]
 
 

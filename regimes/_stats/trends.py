@@ -179,6 +179,10 @@ def _batched_biweight(
     weight = prior
     k = design.shape[2]
     ridge = 1e-10 * np.eye(k)
+    # each curve stops when its own weights settle, so a curve's fit never depends on
+    # which other curves share its batch
+    done = np.zeros(design.shape[0], dtype=bool)
+    final = np.zeros((design.shape[0], k))
     for _ in range(iterations):
         x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
         y = centre_within(values, weight, segment_ids) if segment_ids is not None else values
@@ -197,12 +201,14 @@ def _batched_biweight(
         # a curve left with too few points keeps its previous weights
         enough = (np.count_nonzero(new_weight, axis=1) > k)[:, None]
         new_weight = np.where(enough, new_weight, weight)
-        if np.allclose(new_weight, weight, rtol=1e-6, atol=0.0):
-            weight = new_weight
+        settled = ~done & np.all(np.isclose(new_weight, weight, rtol=1e-6, atol=0.0), axis=1)
+        final[~done] = coef[~done]
+        weight = np.where(done[:, None], weight, new_weight)
+        done |= settled
+        if done.all():
             break
-        weight = new_weight
     x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
-    return coef, weight, x
+    return final, weight, x
 
 
 def difference_trends(
