@@ -74,6 +74,11 @@ SCENARIOS = [
         "null",
     ),
     Scenario(
+        "null: slow kernel per budget, one fresh process each",
+        BASE.with_(sessions=1, session_design="per_cell", kernel_rate=(0.05, 0.15)),
+        "null",
+    ),
+    Scenario(
         "null: dip 0.5-0.8x, 1-4 budgets (up)",
         BASE.with_(anomalies=[Anomaly("dip", (0.5, 0.8), (1, 4))]),
         "null",
@@ -90,6 +95,16 @@ SCENARIOS = [
     Scenario(
         "spike 1.5x, 2-4 budgets, 5 trials",
         BASE.with_(anomalies=[Anomaly("spike", 1.5, (2, 4))], trials=5),
+        "anomaly",
+    ),
+    Scenario(
+        "spike 1.5x, 2-4 budgets, 5 trials, one process, CV 2-10 %",
+        BASE.with_(
+            anomalies=[Anomaly("spike", 1.5, (2, 4))],
+            trials=5,
+            sessions=1,
+            sigma=(0.02, 0.10),
+        ),
         "anomaly",
     ),
     Scenario(
@@ -343,6 +358,58 @@ def coverage(n_curves: int, seed: int, pool: Any) -> list[str]:
     return lines
 
 
+def _fixed_interval_p(frame: pl.DataFrame, seed: int) -> float:
+    """Return the two-sided p-value of one random interior interval's fixed test.
+
+    Not scan-adjusted: the interval is fixed in advance, as ``compare_backends``
+    carries it to another backend.
+    """
+    from scipy import stats
+
+    from regimes._stats.between_cell import curve_taus
+    from regimes._stats.curves import curve_from_levels, index_curves
+    from regimes._stats.fixed_intervals import fixed_interval_test
+    from regimes._stats.levels import cell_levels
+    from regimes.data._prepare import prepare_trials
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RegimesWarning)
+        trials, groups = prepare_trials(frame, "budget", "latency_s", None, None)
+    index = index_curves(trials, groups, "budget")
+    curve = curve_from_levels(cell_levels(index.frame, "_curve", "_x", "_ly", "_session"))
+    rng = np.random.default_rng(seed)
+    t = curve.x.size
+    width = int(rng.integers(1, 5))
+    start = int(rng.integers(3, t - 3 - width + 1))
+    test = fixed_interval_test(curve, start, start + width - 1, curve_taus([curve])[0])
+    z = abs(float(test.estimate[0]) / float(test.se[0]))
+    return float(2.0 * stats.t.sf(z, float(test.df[0])))
+
+
+def fixed_intervals(n_curves: int, seed: int) -> list[str]:
+    """Share of null curves whose fixed-interval test has p < 0.05, by slow-kernel design."""
+    lines = []
+    fresh = BASE.with_(sessions=1, session_design="per_cell")
+    for name, design in (
+        (
+            "slow process per session (one fresh process per budget)",
+            fresh.with_(session_sd=(0.1, 0.3)),
+        ),
+        (
+            "slow kernel per (session, budget) (one per budget)",
+            fresh.with_(kernel_rate=(0.05, 0.15)),
+        ),
+        (
+            "slow kernel per (session, budget) (3 shared sessions)",
+            BASE.with_(sessions=3, session_design="shared", kernel_rate=(0.05, 0.15)),
+        ),
+    ):
+        frames, _, _ = make_curves(design.with_(n_budgets=(16, 40)), n_curves, seed)
+        p = np.asarray([_fixed_interval_p(f, seed + k) for k, f in enumerate(frames)])
+        lines.append(f"  {name}: p < 0.05 in {rate(int((p < 0.05).sum()), p.size)}")
+    return lines
+
+
 def published(n_seeds: int) -> list[str]:
     """Score the published gpt2-medium example over many synthetic draws."""
     exact_one, covers = 0, 0
@@ -381,6 +448,9 @@ def main() -> None:
             lines = run_scenario(scenario, args.curves, args.seed * 1000 + k, pool)
             print(f"\n{scenario.name}  [{time.perf_counter() - started:.0f} s]")
             print("\n".join(lines), flush=True)
+        if not args.only or "fixed" in args.only:
+            print("\nfixed-interval test (compare_backends, cache_speedup) on null curves")
+            print("\n".join(fixed_intervals(args.curves, args.seed * 131)))
         if not args.only or "coverage" in args.only:
             print("\ncoverage of per-cell 95 % intervals (no hiccups)")
             print("\n".join(coverage(max(10, args.curves // 10), args.seed * 7919, pool)))

@@ -469,12 +469,14 @@ def _first_taus(cells: _Cells) -> list[tuple[float, float]]:
 
 
 def _segment_all(
-    cells: _Cells, taus: list[tuple[float, float]], penalty: float
+    cells: _Cells, taus: list[tuple[float, float]], penalty: float, min_ratio: float
 ) -> dict[int, tuple[list[int], SmoothTrend, list[int]]]:
-    """Segment every curve with enough cells: breaks, trend and forced end breaks.
+    """Segment every curve with enough cells: breaks, trend and forced breaks.
 
     Segmented in batches of curves of equal length; a cell at an end that stands off its
-    neighbours gets its own segment (:func:`regimes._stats.segmentation.edge_breaks`).
+    neighbours gets its own segment (:func:`regimes._stats.segmentation.edge_breaks`),
+    and so does a short window that stands clearly off the trend
+    (:func:`regimes._stats.segmentation.window_breaks`); those breaks are forced.
     """
     lengths = cells.stops - cells.starts
     segmented: dict[int, tuple[list[int], SmoothTrend, list[int]]] = {}
@@ -529,7 +531,9 @@ def _refined_taus(
     return out
 
 
-def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tuple[float, float]]]:
+def _fit_curves(
+    cells: _Cells, penalty: float, min_ratio: float
+) -> tuple[list[_CurveFit], list[tuple[float, float]]]:
     """Between-cell variance and segmentation of every curve with enough cells.
 
     The whole-curve variance (:func:`_first_taus`) scales the segmentation; it is then
@@ -537,7 +541,7 @@ def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tu
     4 degrees of freedom. Returns the fits and every curve's final ``(tau2, df)``.
     """
     taus = _first_taus(cells)
-    segmented = _segment_all(cells, taus, penalty)
+    segmented = _segment_all(cells, taus, penalty, min_ratio)
     for k, refined in _refined_taus(cells, segmented).items():
         if math.isfinite(refined[0]) and refined[1] >= 4:
             taus[k] = refined
@@ -1023,7 +1027,7 @@ def detect_regimes(
     index = index_curves(frame, group_columns, x)
     cells = _cell_arrays(index, y)
     _check_lengths(cells, x)
-    fits, taus = _fit_curves(cells, penalty)
+    fits, taus = _fit_curves(cells, penalty, min_ratio)
     change_points: list[_ChangePoint] = []
     curves = []
     for fit in fits:

@@ -66,3 +66,44 @@ def test_multi_session_results_do_not_depend_on_n_boot_or_row_order() -> None:
     first = detect_regimes(frame, n_boot=200, seed=1).curve
     again = detect_regimes(frame.sample(fraction=1.0, shuffle=True, seed=3), n_boot=5000).curve
     assert first.equals(again)
+
+
+def test_fixed_interval_test_stays_calibrated_under_a_per_budget_kernel_lottery() -> None:
+    """One fresh process per budget, 10 % of them on a 2.5x slower kernel: a budget
+    interval fixed in advance is not anomalous just because a slow kernel hit it."""
+    from scipy import stats
+
+    from regimes._stats.between_cell import curve_taus
+    from regimes._stats.curves import curve_from_levels, index_curves
+    from regimes._stats.fixed_intervals import fixed_interval_test
+    from regimes._stats.levels import cell_levels
+    from regimes.data._prepare import prepare_trials
+
+    significant = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        budgets = 16 * np.arange(1, 25)
+        slow = np.where(rng.random(budgets.size) < 0.1, np.log(2.5), 0.0)
+        cell = np.repeat(np.arange(budgets.size), 5)
+        latency = np.exp(
+            np.log(0.05 + 0.004 * budgets[cell]) + slow[cell] + rng.normal(0, 0.05, cell.size)
+        )
+        frame = pl.DataFrame(
+            {
+                "model": "synthetic",
+                "backend": "cpu",
+                "use_cache": True,
+                "session": cell,  # a fresh process per budget
+                "trial": np.tile(np.arange(5), budgets.size),
+                "budget": budgets[cell],
+                "latency_s": latency,
+            }
+        )
+        trials, groups = prepare_trials(frame, "budget", "latency_s", None, None)
+        index = index_curves(trials, groups, "budget")
+        curve = curve_from_levels(cell_levels(index.frame, "_curve", "_x", "_ly", "_session"))
+        start = int(rng.integers(3, 19))
+        test = fixed_interval_test(curve, start, start + 1, curve_taus([curve])[0])
+        z = abs(float(test.estimate[0]) / float(test.se[0]))
+        significant += 2.0 * stats.t.sf(z, float(test.df[0])) < 0.05
+    assert significant <= 5  # 12 % with slack for 40 draws at alpha 0.05

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from regimes._stats.curves import Curve
 from regimes._stats.trends import SmoothTrend, default_degree
@@ -30,6 +30,8 @@ __all__ = [
     "fill_missing_taus",
     "interval_tau",
     "qn_scale_rows",
+    "second_difference_taus",
+    "tail_tau2",
 ]
 
 _QN_CONSTANT = float(1.0 / (np.sqrt(2.0) * stats.norm.ppf(5.0 / 8.0)))
@@ -174,7 +176,8 @@ def interval_tau(
 
     * the robust Qn scale of the residuals within segments
       (:func:`between_cell_variance` with ``breaks`` and ``smooth``),
-      when it has at least 4 degrees of freedom;
+      when it has at least 4 degrees of freedom, raised to explain the tail of the
+      residuals outside the interval (:func:`tail_tau2`);
     * on short grids, the least-squares residual variance of the cells outside the
       interval around a low-degree polynomial (:func:`_flank_lack_of_fit`), which
       spends every cell: with 6 budgets a robust scale has one degree of freedom;
@@ -188,12 +191,35 @@ def interval_tau(
     u, lev, var = curve.u, curve.level, curve.var
     robust = between_cell_variance(u, lev, var, breaks, smooth.values)
     if math.isfinite(robust[0]) and robust[1] >= 4:
-        return _carried(*robust, float(np.median(var)))
+        outside = np.r_[0:start, end + 1 : u.size]
+        tail = tail_tau2(lev[outside] - smooth.values[outside], var[outside])
+        return _carried(max(robust[0], tail), robust[1], float(np.median(var)))
     keep = np.r_[0:start, end + 1 : u.size]
     lack_of_fit = _flank_lack_of_fit(u[keep], lev[keep], var[keep])
     if lack_of_fit is not None:
         return _carried(*lack_of_fit)
     return _carried(*fallback, float(np.median(var)))
+
+
+def tail_tau2(residual: np.ndarray, var: np.ndarray) -> float:
+    """Return the between-cell variance that explains the tail of the residuals.
+
+    It puts the cells' largest absolute residual where the largest of as many normal
+    deviates would typically be (a slow cell among them must look like the tail of the
+    between-cell spread, not like an anomaly).
+
+    A robust scale describes the bulk of the cells. When a slow kernel strikes a few
+    budgets at random (a fresh process per budget), those cells are the tail, and a
+    test of one budget against the bulk alone would call each of them anomalous: the
+    tail has to be explained too. Where the residuals are normal this is below the
+    robust estimate and changes nothing.
+    """
+    if residual.size < 8:
+        return 0.0
+    centred = np.abs(residual - np.median(residual))
+    # the largest of n absolute normal deviates sits near this quantile (its median)
+    typical_max = float(-special.ndtri(0.25 / residual.size))
+    return max(0.0, (float(centred.max()) / typical_max) ** 2 - float(np.median(var)))
 
 
 def _flank_lack_of_fit(

@@ -378,11 +378,6 @@ def _reduce(
         median = _middle(s.raw, s.block_start, s.block_size)
     # without session offsets the adjusted trials are the raw ones: the same median
     level, n = _huber_cells(s, adjusted, sigma, None if alpha.any() else log_median)
-    if several:
-        # three or more sessions: the median of their (adjusted) medians, which one slow
-        # process cannot move
-        session_median = _run_medians(raw_median - alpha, np.repeat(np.arange(counts.size), counts))
-        level = np.where(counts >= 3, session_median, level)
     block_mean = np.add.reduceat(s.value, s.block_start) / s.block_size
     deviation = s.value - np.repeat(block_mean, s.block_size)
     within_ss = np.add.reduceat(np.add.reduceat(deviation**2, s.block_start), s.cell_block)
@@ -554,8 +549,7 @@ def cell_levels(
     )
     prior = _prior_dfs(cells.get_column(curve).to_numpy(), between_own, between_df)
     between = (prior * between_pool + between_df * between_own) / (prior + between_df)
-    spread = np.where(n_sessions >= 3, median_variance_factor(n_sessions), 1.0)
-    estimates = np.stack([kappa * within / n, np.where(multi, spread * between / n_sessions, 0.0)])
+    estimates = np.stack([kappa * within / n, np.where(multi, between / n_sessions, 0.0)])
     dfs = np.stack([within_df, prior + between_df])
     pick = np.argmax(estimates, axis=0)
     cols = np.arange(n.size)
