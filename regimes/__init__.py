@@ -40,10 +40,14 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "CASE_COLUMNS",
     "TRIAL_SCHEMA",
+    "AlignmentResult",
     "BackendComparison",
+    "BackendResult",
     "BoundaryAlignment",
     "MemoryConfound",
+    "MemoryResult",
     "PhaseAttribution",
+    "PhaseResult",
     "RegimeReport",
     "RegimesInputError",
     "RegimesWarning",
@@ -66,12 +70,16 @@ __all__ = [
 ]
 
 _LAZY: dict[str, str] = {
+    "BackendResult": "regimes.explain.backends",
     "BackendComparison": "regimes.explain.backends",
     "compare_backends": "regimes.explain.backends",
+    "AlignmentResult": "regimes.explain.alignment",
     "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
+    "PhaseResult": "regimes.explain.phases",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
+    "MemoryResult": "regimes.explain.memory",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
     "RegimeReport": "regimes.detect",
@@ -93,10 +101,14 @@ _MODULES: dict[str, str] = {
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
     from regimes.detect import RegimeReport, detect_regimes
-    from regimes.explain.alignment import BoundaryAlignment, align_boundaries
-    from regimes.explain.backends import BackendComparison, compare_backends
-    from regimes.explain.memory import MemoryConfound, memory_confound
-    from regimes.explain.phases import PhaseAttribution, attribute_phases
+    from regimes.explain.alignment import (
+        AlignmentResult,
+        BoundaryAlignment,
+        align_boundaries,
+    )
+    from regimes.explain.backends import BackendComparison, BackendResult, compare_backends
+    from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
+    from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
     from regimes.speedup import SpeedupResult, cache_speedup
 
 

@@ -164,7 +164,7 @@ def test_table_without_phases_is_a_clear_error(decode_case):
         attribute_phases(blank, report)
 
 
-def test_uninstrumented_group_with_an_anomaly_is_named():
+def test_uninstrumented_group_with_an_anomaly_is_untested_not_an_error():
     both = pl.concat(
         [
             instrumented_sweep("decode"),
@@ -174,8 +174,15 @@ def test_uninstrumented_group_with_an_anomaly_is_named():
             ),
         ]
     )
-    with pytest.raises(RegimesInputError, match="model=synthetic-prefill"):
-        attribute_phases(both, spike_report("synthetic-decode", "synthetic-prefill"))
+    result = attribute_phases(
+        both, spike_report("synthetic-decode", "synthetic-prefill"), n_boot=200
+    )
+    assert result.phases.get_column("model").to_list() == ["synthetic-decode"]
+    untested = result.untested.row(0, named=True)
+    assert result.untested.height == 1 and untested["model"] == "synthetic-prefill"
+    assert "not instrumented" in untested["reason"]
+    assert "not testable" in result.status
+    assert "model=synthetic-prefill" in result.summary()
 
 
 def test_same_seed_same_answer(decode_case):

@@ -9,6 +9,7 @@ message naming the problem instead of deep inside numpy.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,7 +27,12 @@ __all__ = [
     "STEP_SCHEMA",
     "TRIAL_SCHEMA",
     "as_polars",
+    "check_fraction",
+    "check_min_ratio",
+    "check_n_boot",
+    "check_seed",
     "empty_trials",
+    "n_boot_floor",
     "validate_trials",
 ]
 
@@ -232,10 +238,113 @@ def check_min_ratio(min_ratio: Any) -> None:
         raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
 
 
-def check_n_boot(n_boot: Any) -> None:
-    """Raise :class:`RegimesInputError` unless ``n_boot`` is a positive integer."""
-    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
-        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
+N_BOOT_MIN = 100
+"""Fewest bootstrap replicates any analysis accepts (more at levels above 0.95)."""
+
+_BYTES_PER_DRAW = 32
+"""Bytes of working memory per resampled value and column (indices, draws, copies)."""
+
+
+def n_boot_floor(level: float = 0.95) -> int:
+    """Fewest replicates for a percentile interval at ``level``.
+
+    At least :data:`N_BOOT_MIN`, and enough that about 2.5 replicates are expected
+    beyond each bound: ``ceil(5 / (1 - level))`` (100 at 0.95, 500 at 0.99). With fewer,
+    a bound is the most extreme replicate or an interpolation towards it.
+    """
+    return max(N_BOOT_MIN, math.ceil(5.0 / (1.0 - level) - 1e-9))
+
+
+def memory_limit() -> int:
+    """Bytes an analysis may allocate for bootstrap replicates: half the physical memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        total = 16 * 2**30
+    return int(total) // 2
+
+
+def replicate_bytes(n_boot: int, cells: int = 1, columns: int = 1, draws: int = 1) -> int:
+    """Estimated peak bytes of a bootstrap over ``cells`` cells.
+
+    The replicate medians kept, ``cells * n_boot * columns`` float64 values, plus the
+    working arrays of one cell's resample, ``n_boot * draws`` resampled values (``draws``:
+    the largest cell's trial count) of :data:`_BYTES_PER_DRAW` bytes per column.
+    """
+    kept = 8 * cells * n_boot * columns
+    working = _BYTES_PER_DRAW * n_boot * max(draws, 1) * (columns + 1)
+    return int(kept + working)
+
+
+def check_n_boot(
+    n_boot: Any, *, level: float = 0.95, cells: int = 1, columns: int = 1, draws: int = 1
+) -> None:
+    """Check a number of bootstrap replicates: the one bound every analysis applies.
+
+    Parameters
+    ----------
+    n_boot : int
+        The number of replicates asked for.
+    level : float, default 0.95
+        Confidence level of the intervals drawn from them (sets the floor).
+    cells, columns, draws : int, default 1
+        Cells resampled, value columns per cell and the largest cell's trial count, for
+        the memory estimate (:func:`replicate_bytes`); the defaults give the least
+        memory any bootstrap needs.
+
+    Raises
+    ------
+    RegimesInputError
+        When ``n_boot`` is not an integer (``True`` is refused), is below
+        :func:`n_boot_floor` (an interval from so few replicates is not meaningful), or
+        would need more memory than :func:`memory_limit` (refused before allocating).
+
+    Examples
+    --------
+    >>> check_n_boot(2000)
+    >>> check_n_boot(1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: n_boot=1 is too few for a 95% interval: ...
+    """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)):
+        raise RegimesInputError(
+            f"n_boot must be a whole number of bootstrap replicates, got {n_boot!r}"
+        )
+    floor = n_boot_floor(level)
+    if n_boot < floor:
+        raise RegimesInputError(
+            f"n_boot={n_boot} is too few for a {100 * level:g}% interval: use at least "
+            f"{floor} replicates (the default is 2000)"
+        )
+    need, limit = replicate_bytes(int(n_boot), cells, columns, draws), memory_limit()
+    if need > limit:
+        most = int(n_boot * limit // need)
+        raise RegimesInputError(
+            f"n_boot={n_boot} would need about {need / 2**30:.1f} GiB for the bootstrap "
+            f"replicates ({cells} cell(s)), more than the {limit / 2**30:.1f} GiB allowed "
+            f"(half this machine's memory); use n_boot <= {most}"
+        )
+
+
+def check_seed(seed: Any) -> None:
+    """Check a random seed: a whole number >= 0 (``True`` is refused).
+
+    Raises
+    ------
+    RegimesInputError
+        When ``seed`` is not a non-negative integer.
+
+    Examples
+    --------
+    >>> check_seed(0)
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: seed must be a whole number >= 0, got -1
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise RegimesInputError(f"seed must be a whole number >= 0, got {seed!r}")
 
 
 def present_case_columns(
