@@ -9,6 +9,7 @@ message naming the problem instead of deep inside numpy.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -124,7 +125,7 @@ _NUMERIC = (
 
 
 def empty_trials() -> pl.DataFrame:
-    """An empty trial table with the full schema."""
+    """Return an empty trial table with the full schema."""
     return pl.DataFrame(schema=TRIAL_SCHEMA)
 
 
@@ -137,9 +138,10 @@ def as_polars(df: Any) -> pl.DataFrame:
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency of statsmodels
-        pd = None
-    if pd is not None and isinstance(df, pd.DataFrame):
-        return pl.from_pandas(df.reset_index(drop=True))
+        pass
+    else:
+        if isinstance(df, pd.DataFrame):
+            return pl.from_pandas(df.reset_index(drop=True))
     raise RegimesInputError(f"expected a polars or pandas DataFrame, got {type(df).__name__}")
 
 
@@ -147,6 +149,23 @@ def _require_numeric(df: pl.DataFrame, column: str) -> None:
     dtype = df.schema[column]
     if not isinstance(dtype, _NUMERIC):
         raise RegimesInputError(f"column {column!r} must be numeric, found {dtype}")
+
+
+PHASE_COLUMNS: tuple[str, ...] = ("prefill_s", "decode_s")
+"""Phase times, measured only by instrumented sweeps."""
+
+
+def _require_instrumented(frame: pl.DataFrame, y: str) -> None:
+    """Refuse a phase time as ``y`` when no trial measured it: the run is not instrumented."""
+    if y not in PHASE_COLUMNS:
+        return
+    measured = frame.get_column(y).null_count() < frame.height if y in frame.columns else False
+    if not measured:
+        raise RegimesInputError(
+            f"the run is not instrumented: no trial measured {y!r} (phase times need a sweep "
+            "collected with instrument = true); analyse latency_s, or collect again with "
+            "instrumentation on"
+        )
 
 
 def validate_trials(
@@ -159,25 +178,84 @@ def validate_trials(
 ) -> pl.DataFrame:
     """Check a trial table and return it ready for analysis.
 
-    Steps, each failing with a :class:`RegimesInputError` that names the problem:
-    the frame is converted to polars; it must be non-empty and hold the required
+    The frame is converted to polars; it must be non-empty and hold the required
     columns; ``x`` may be ``total_tokens``, derived as ``prompt_tokens + budget``;
-    warm-up rows are dropped; ``x`` and ``y`` must be numeric, finite and ``y``
-    strictly positive (latencies are analysed on the log scale).
+    warm-up rows are dropped; ``x`` and ``y`` must be numeric, finite and ``y`` strictly
+    positive (latencies are analysed on the log scale).
+
+    Parameters
+    ----------
+    df : polars.DataFrame, polars.LazyFrame or pandas.DataFrame
+        The trial table.
+    x : str, default "budget"
+        The axis (``"budget"`` or ``"total_tokens"``, or any numeric column).
+    y : str, default "latency_s"
+        The time analysed (``"latency_s"``, or ``"decode_s"`` / ``"prefill_s"`` of an
+        instrumented run).
+    required : sequence of str, optional
+        Columns that must be present besides ``x`` and ``y``; default
+        ``backend``, ``model`` and ``use_cache``.
+    drop_warmup : bool, default True
+        Drop rows flagged ``warmup``.
+
+    Returns
+    -------
+    polars.DataFrame
+        The measured trials, ``y`` as Float64 (and ``total_tokens`` when asked for).
+
+    Raises
+    ------
+    RegimesInputError
+        Naming the problem: not a frame, no rows, a missing column, a phase time asked
+        of a run that is not instrumented, only warm-ups, non-numeric or non-finite
+        ``x``, or null, NaN, infinite, zero or negative ``y``.
+
+    See Also
+    --------
+    regimes.load : reads a trial table from disk.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"backend": "cpu", "model": "m", "use_cache": True,
+    ...                    "budget": [8, 16], "latency_s": [0.1, 0.2]})
+    >>> validate_trials(df).height
+    2
+    >>> validate_trials(df, y="decode_s")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: the run is not instrumented: ...
     """
     frame = as_polars(df)
     if frame.height == 0:
         raise RegimesInputError("the trial table is empty (0 rows)")
-    if x == "total_tokens" and "total_tokens" not in frame.columns:
-        missing_for_total = [c for c in ("prompt_tokens", "budget") if c not in frame.columns]
-        if missing_for_total:
-            raise RegimesInputError(
-                "x='total_tokens' needs columns 'prompt_tokens' and 'budget'; missing "
-                + ", ".join(repr(c) for c in missing_for_total)
-            )
-        frame = frame.with_columns(
-            (pl.col("prompt_tokens") + pl.col("budget")).alias("total_tokens")
+    frame = _with_total_tokens(frame, x)
+    _require_instrumented(frame, y)
+    _require_columns(frame, x, y, required)
+    if drop_warmup and "warmup" in frame.columns:
+        frame = frame.filter(~pl.col("warmup").fill_null(False))
+        if frame.height == 0:
+            raise RegimesInputError("every row is a warm-up; no measured trials remain")
+    for column in (x, y):
+        _require_numeric(frame, column)
+    frame = frame.with_columns(pl.col(y).cast(pl.Float64))
+    _require_finite(frame, x, y)
+    return frame
+
+
+def _with_total_tokens(frame: pl.DataFrame, x: str) -> pl.DataFrame:
+    if x != "total_tokens" or "total_tokens" in frame.columns:
+        return frame
+    missing = [c for c in ("prompt_tokens", "budget") if c not in frame.columns]
+    if missing:
+        raise RegimesInputError(
+            "x='total_tokens' needs columns 'prompt_tokens' and 'budget'; missing "
+            + ", ".join(repr(c) for c in missing)
         )
+    return frame.with_columns((pl.col("prompt_tokens") + pl.col("budget")).alias("total_tokens"))
+
+
+def _require_columns(frame: pl.DataFrame, x: str, y: str, required: Sequence[str] | None) -> None:
     needed: list[str] = (
         list(required)
         if required is not None
@@ -193,13 +271,9 @@ def validate_trials(
             + ", ".join(repr(c) for c in missing)
             + f"; it has {frame.columns}"
         )
-    if drop_warmup and "warmup" in frame.columns:
-        frame = frame.filter(~pl.col("warmup").fill_null(False))
-        if frame.height == 0:
-            raise RegimesInputError("every row is a warm-up; no measured trials remain")
-    for column in (x, y):
-        _require_numeric(frame, column)
-    frame = frame.with_columns(pl.col(y).cast(pl.Float64))
+
+
+def _require_finite(frame: pl.DataFrame, x: str, y: str) -> None:
     bad_x = frame.select(
         (pl.col(x).is_null() | ~pl.col(x).cast(pl.Float64).is_finite()).sum()
     ).item()
@@ -220,16 +294,16 @@ def validate_trials(
             f"column {y!r} has " + ", ".join(problems) + " value(s); "
             "latencies must be finite and positive (drop or fix those rows first)"
         )
-    return frame
 
 
 def check_fraction(**values: float) -> None:
-    """Raise :class:`RegimesInputError` unless every named value lies in (0, 1)
-    (``alpha``, ``level`` and the like).
+    """Raise :class:`RegimesInputError` unless every named value lies in (0, 1).
+
+    For ``alpha``, ``level`` and the like: ``check_fraction(alpha=0.05, level=0.95)``.
     """
     for name, value in values.items():
-        if not 0.0 < value < 1.0:
-            raise RegimesInputError(f"{name} must lie in (0, 1), got {value}")
+        if isinstance(value, bool) or not (isinstance(value, numbers.Real) and 0.0 < value < 1.0):
+            raise RegimesInputError(f"{name} must lie in (0, 1), got {value!r}")
 
 
 def check_min_ratio(min_ratio: Any) -> None:
