@@ -43,6 +43,8 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Scenario:
+    """One simulated condition: its budget grid and noise."""
+
     name: str
     grid: dict
     noise: dict
@@ -139,8 +141,10 @@ POWER = [
 
 
 def smooth_pair(scenario: Scenario, seed: int) -> pl.DataFrame:
-    """Synthetic cache-on and cache-off trials of one model with a smooth speedup (or,
-    with an ``anomaly`` in the scenario's noise, a cache-on anomaly: a collapse).
+    """Synthetic cache-on and cache-off trials of one model with a smooth speedup.
+
+    With an ``anomaly`` in the scenario's noise, the cache-on curve has an anomaly: a
+    collapse.
     """
     return _pair(scenario, seed)[0]
 
@@ -181,8 +185,9 @@ def _null_curve(job: tuple[int, int]) -> int:
 
 
 def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
-    """Whether a reported collapse overlaps the true cache-on anomaly, and whether one
-    matches its boundaries to one grid step.
+    """Tell whether a reported collapse overlaps the true cache-on anomaly.
+
+    The second flag says whether one matches its boundaries to one grid step.
     """
     scenario, seed = POWER[job[0]], job[1]
     trials, truth = _pair(scenario, seed)

@@ -57,7 +57,7 @@ def synthetic_pair(n_budgets: int) -> pl.DataFrame:
 
 
 def one_by_one(curve, total_var, intervals):
-    """The baseline: one robust trend fit per interval."""
+    """Fit one robust trend per interval: the baseline."""
     out = []
     for start, end in intervals:
         breaks = flank_test.interval_segments(start, end, curve.u.size)[0]
@@ -77,8 +77,9 @@ def main() -> None:
     real = regimes.load(REAL_RUN)
     cache_speedup(real, n_boot=50)  # imports and first-call set-up out of the timings
     print(
-        f"real CUDA run, 32 budgets: cache_speedup {median_time(lambda: cache_speedup(real), args.repeats):.3f} s"
-        f" (n_boot=2000); with n_boot=1 (the scan and cell levels) "
+        "real CUDA run, 32 budgets: cache_speedup "
+        f"{median_time(lambda: cache_speedup(real), args.repeats):.3f} s"
+        " (n_boot=2000); with n_boot=1 (the scan and cell levels) "
         f"{median_time(lambda: cache_speedup(real, n_boot=1), args.repeats):.3f} s"
     )
     print(
@@ -89,14 +90,15 @@ def main() -> None:
     for n_budgets in (8, 16, 32, 64, 128):
         df = synthetic_pair(n_budgets)
         n_intervals = len(flank_test.supported_intervals(n_budgets))
-        fast = median_time(lambda: cache_speedup(df, n_boot=1), args.repeats)
+        fast = median_time(lambda df=df: cache_speedup(df, n_boot=1), args.repeats)
         flank_test.interval_trends = one_by_one
         try:
-            slow = median_time(lambda: cache_speedup(df, n_boot=1), max(1, args.repeats // 2))
+            slow = median_time(lambda df=df: cache_speedup(df, n_boot=1), max(1, args.repeats // 2))
         finally:
             flank_test.interval_trends = batched
         print(
-            f"{n_budgets:>8} {n_intervals:>10} {fast:>9.3f} {1e3 * fast / max(1, n_intervals):>12.3f} "
+            f"{n_budgets:>8} {n_intervals:>10} {fast:>9.3f} "
+            f"{1e3 * fast / max(1, n_intervals):>12.3f} "
             f"{slow:>13.3f} {slow / fast:>6.1f}"
         )
 
