@@ -37,6 +37,8 @@ docs: $(STAMP)
 
 # The analysis package (no torch) at the lowest versions pyproject.toml allows, in a
 # venv of its own, running the analysis tests: proof that the floors are honest.
+# tests/golden is left out: it pins results bit for bit in the locked environment, and
+# other numpy/scipy builds differ in the last digits.
 test-floors:
 	rm -rf $(FLOORS_VENV)
 	$(PYTHON) -m venv $(FLOORS_VENV)
@@ -44,7 +46,7 @@ test-floors:
 	$(FLOORS_VENV)/bin/python constraints/floors.py pyproject.toml $(LOCK) > build/floors.txt
 	$(FLOORS_VENV)/bin/python -m pip install -q --only-binary=:all: -c build/floors.txt '.[test]'
 	$(FLOORS_VENV)/bin/python -m pip freeze
-	$(FLOORS_VENV)/bin/pytest -p no:cacheprovider tests/regimes tests/golden tests/docs
+	$(FLOORS_VENV)/bin/pytest -p no:cacheprovider tests/regimes tests/docs
 
 # Regenerate the lock: a fresh venv with the newest versions that pyproject.toml allows.
 lock:

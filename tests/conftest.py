@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from regimes.data.simulate import Sweep, simulate_sweep
 
@@ -146,3 +148,19 @@ def run_doctests(monkeypatch: pytest.MonkeyPatch) -> Callable[[Sequence[doctest.
         return runner.tries
 
     return run
+
+
+@pytest.fixture(scope="session")
+def assert_frame_close() -> Callable[[pl.DataFrame, pl.DataFrame, float], None]:
+    """``assert_frame_equal`` with a relative tolerance, on every supported polars.
+
+    The keyword is ``rtol`` in older polars and ``rel_tol`` in newer ones; the test
+    suite runs on both (``make test-floors``).
+    """
+    parameters = inspect.signature(assert_frame_equal).parameters
+    keyword = "rel_tol" if "rel_tol" in parameters else "rtol"
+
+    def check(left: pl.DataFrame, right: pl.DataFrame, rel: float) -> None:
+        assert_frame_equal(left, right, check_exact=False, **{keyword: rel})
+
+    return check
