@@ -51,7 +51,7 @@ CONDITIONS = dict(
 
 @dataclass(frozen=True)
 class Scenario:
-    """One simulated condition: its anomaly and the simulator's options."""
+    """One simulated condition and whether its curves hold no anomaly."""
 
     name: str
     anomaly: str

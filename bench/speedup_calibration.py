@@ -43,7 +43,7 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Scenario:
-    """One simulated condition: its budget grid and noise."""
+    """One simulated design of cache-on and cache-off sweeps."""
 
     name: str
     grid: dict
@@ -141,10 +141,10 @@ POWER = [
 
 
 def smooth_pair(scenario: Scenario, seed: int) -> pl.DataFrame:
-    """Synthetic cache-on and cache-off trials of one model with a smooth speedup.
+    """Simulate cache-on and cache-off trials of one model.
 
-    With an ``anomaly`` in the scenario's noise, the cache-on curve has an anomaly: a
-    collapse.
+    The speedup is smooth (or, with an ``anomaly`` in the scenario's noise, a cache-on
+    anomaly: a collapse).
     """
     return _pair(scenario, seed)[0]
 
@@ -185,9 +185,10 @@ def _null_curve(job: tuple[int, int]) -> int:
 
 
 def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
-    """Tell whether a reported collapse overlaps the true cache-on anomaly.
+    """Score one draw with a true cache-on anomaly.
 
-    The second flag says whether one matches its boundaries to one grid step.
+    Whether a reported collapse overlaps the true cache-on anomaly, and whether one
+    matches its boundaries to one grid step.
     """
     scenario, seed = POWER[job[0]], job[1]
     trials, truth = _pair(scenario, seed)

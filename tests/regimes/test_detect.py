@@ -142,7 +142,8 @@ def test_report_columns_follow_the_design() -> None:
     assert rep.params["alpha"] == 0.05 and rep.groups.height == 1
     text = rep.summary()
     assert "512..624" in text and "Regime detection" in text and "496|512" in text
-    assert "1 anomaly" in repr(rep) and "<pre>" in rep._repr_html_()
+    assert repr(rep).startswith("RegimeResult(anomalies=1,") and "\n" not in repr(rep)
+    assert "<table>" in rep._repr_html_() and rep.status == "tested"
     chart = rep.chart()
     assert chart.to_dict()["layer"]
 
