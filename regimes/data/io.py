@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,8 +257,16 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     return Run(trials, steps, errors, meta, p)
 
 
-def load(path: str | os.PathLike[str]) -> pl.DataFrame:
-    """Return the trial table of a run directory or file (polars, sorted by ``order``)."""
+def load(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> pl.DataFrame:
+    """Return the trial table of a run directory or file (polars, sorted by ``order``).
+
+    A list of paths or a glob pattern loads several runs lazily, with ``run_id`` and
+    environment columns (:func:`regimes.data._runs.load_runs`).
+    """
+    from regimes.data._runs import is_several, load_runs
+
+    if is_several(path) or not isinstance(path, (str, os.PathLike)):
+        return load_runs(path)
     trials = read_run(path).trials
     if "order" in trials.columns and trials.height:
         trials = trials.sort("order", nulls_last=True)
