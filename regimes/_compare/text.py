@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,7 +86,11 @@ def _header(result: Any, width: int) -> list[str]:
             f"min_ratio={p.get('min_ratio')}; level={p.get('level')}",
         ),
     ]
-    return lines + [f"{a:<15}{b}".rstrip() for a, b in rows if a or b]
+    out = []
+    for name, text in rows:
+        wrapped = textwrap.wrap(text, width - 15) or [""]
+        out += [f"{name if k == 0 else '':<15}{part}".rstrip() for k, part in enumerate(wrapped)]
+    return lines + [line for line in out if line]
 
 
 def _shift_lines(result: Any, label: Any) -> list[str]:
