@@ -235,7 +235,8 @@ def compare_runs(
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
     check_n_boot(n_boot)
-    (base_frame, base_label), (new_frame, new_label) = read_source(base), read_source(new)
+    base_frame, base_label = read_source(base, "base")
+    new_frame, new_label = read_source(new, "new")
     group_columns = match_columns(base_frame, new_frame, by, x)
     detect = dict(x=x, y=y, alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed, level=level)
     sides = (

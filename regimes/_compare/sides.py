@@ -89,14 +89,18 @@ class Side:
     environment: dict[str, str | None]
 
 
-def read_source(source: Any) -> tuple[pl.DataFrame, str]:
-    """Read a run given as a frame or as a path (or list of paths); return it and a label."""
-    if isinstance(source, (str, os.PathLike)) or (
-        isinstance(source, (list, tuple)) and source and not isinstance(source, pl.DataFrame)
-    ):
-        paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-        return load_runs(paths), ", ".join(str(p) for p in paths)
-    return as_polars(source), "trial table"
+def read_source(source: Any, name: str) -> tuple[pl.DataFrame, str]:
+    """Read the ``name`` run, a frame or a path (or list of paths); return it and a label.
+
+    A run that cannot be read raises :class:`RegimesInputError` naming the run.
+    """
+    try:
+        if isinstance(source, (str, os.PathLike, list, tuple)):
+            paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+            return load_runs(paths), ", ".join(str(p) for p in paths)
+        return as_polars(source), "trial table"
+    except RegimesInputError as exc:
+        raise RegimesInputError(f"the {name} run: {exc}") from None
 
 
 def match_columns(
