@@ -41,18 +41,11 @@ from typing import Any
 from statsmodels.stats.proportion import proportion_confint
 
 from regimes import RegimesWarning
+from regimes._compare.synthetic import EXPECTED_STATUSES as EXPECTED
 from regimes._compare.synthetic import SCENARIOS, synthetic_pair
 from regimes.compare import compare_runs
 
 ALPHA = 0.05
-EXPECTED = {
-    "same": ["persists"],
-    "noise": [],
-    "shift": [],
-    "removed": ["vanished"],
-    "added": ["appeared"],
-    "moved": ["changed"],
-}
 CLAIMS = ("appeared", "vanished", "changed")
 
 

@@ -17,7 +17,7 @@ import polars as pl
 
 from regimes.data.simulate import simulate_sweep
 
-__all__ = ["SCENARIOS", "SyntheticPair", "synthetic_pair"]
+__all__ = ["EXPECTED_STATUSES", "SCENARIOS", "SyntheticPair", "synthetic_pair"]
 
 SCENARIOS: dict[str, str] = {
     "same": "the same spike in both runs",
@@ -28,6 +28,16 @@ SCENARIOS: dict[str, str] = {
     "moved": "the spike one grid step later in the new run",
 }
 """Scenarios of :func:`synthetic_pair`, with what changes between the runs."""
+
+EXPECTED_STATUSES: dict[str, list[str]] = {
+    "same": ["persists"],
+    "noise": [],
+    "shift": [],
+    "removed": ["vanished"],
+    "added": ["appeared"],
+    "moved": ["changed"],
+}
+"""The statuses :func:`regimes.compare_runs` should give each scenario's regimes."""
 
 
 class SyntheticPair(NamedTuple):

@@ -18,6 +18,7 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError
+from regimes._compare.synthetic import EXPECTED_STATUSES as EXPECTED
 from regimes._compare.synthetic import SCENARIOS, synthetic_pair
 from regimes._result import AnalysisResult
 from regimes.cli import main
@@ -28,14 +29,6 @@ GPT2 = ROOT / "examples" / "data" / "cuda-h200-gpt2"
 INSTRUMENTED = ROOT / "examples" / "data" / "cuda-h200-instrumented"
 PAIRS = 8
 FAST = dict(n_budgets=16, n_boot=50)
-EXPECTED = {
-    "same": ["persists"],
-    "noise": [],
-    "shift": [],
-    "removed": ["vanished"],
-    "added": ["appeared"],
-    "moved": ["changed"],
-}
 CHANGES_COLUMNS = [
     "start",
     "end",
