@@ -27,8 +27,9 @@ from regimes._compare.sides import Key, Side, build_side, match_columns, read_so
 from regimes._compare.tables import build_tables
 from regimes._compare.text import summary_text
 from regimes._result import AnalysisResult
+from regimes._stats.multitest import benjamini_hochberg
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
-from regimes.detect import RegimeReport, benjamini_hochberg
+from regimes.detect import RegimeResult
 
 __all__ = ["POWER", "STATUSES", "ComparisonResult", "compare_runs"]
 
@@ -81,7 +82,7 @@ class ComparisonResult(AnalysisResult):
         Curves measured by one run only: the group columns, ``run`` and ``n_budgets``.
     environment : polars.DataFrame
         ``key``, ``base``, ``new``, ``same``: run ids, device, versions, host.
-    base_report, new_report : RegimeReport
+    base_report, new_report : RegimeResult
         Each run's detection.
     group_columns : tuple of str
         The columns curves were matched on.
@@ -99,8 +100,8 @@ class ComparisonResult(AnalysisResult):
     budgets: pl.DataFrame
     unmatched: pl.DataFrame
     environment: pl.DataFrame
-    base_report: RegimeReport
-    new_report: RegimeReport
+    base_report: RegimeResult
+    new_report: RegimeResult
     group_columns: tuple[str, ...]
     x: str
     y: str
@@ -310,7 +311,7 @@ def _compare_curves(
     return out
 
 
-def _spans(report: RegimeReport, group_columns: list[str]) -> dict[Key, list[tuple[float, float]]]:
+def _spans(report: RegimeResult, group_columns: list[str]) -> dict[Key, list[tuple[float, float]]]:
     spans: dict[Key, list[tuple[float, float]]] = {}
     for row in report.anomalies.iter_rows(named=True):
         key = tuple(row[c] for c in group_columns)
@@ -344,10 +345,9 @@ def _untested_curve(
 ) -> list[dict[str, Any]]:
     out = []
     for side in sides:
-        groups = side.report.groups
-        for row in groups.iter_rows(named=True):
-            if tuple(row[c] for c in keyed) == key and row.get("note"):
-                out.append(keyed | {"reason": f"{side.name} run: {row['note']}"})
+        for row in side.report.untested.iter_rows(named=True):
+            if tuple(row[c] for c in keyed) == key:
+                out.append(keyed | {"reason": f"{side.name} run: {row['reason']}"})
     if shift.get("p_value") is None:
         out.append(keyed | {"reason": f"shift not tested: {shift['note']}"})
     return out

@@ -9,7 +9,7 @@ overlap first. The rest are found in one run only.
 (a pair's union, so that neither run's flank holds cells of the regime): the log ratio of
 the interval's level over its flank trend, :math:`D` with its standard error and df, by
 the flank test detection uses for a fixed interval
-(:func:`regimes._stats.flank_test.test_fixed_interval`). The ratio of ratios is
+(:func:`regimes._stats.fixed_intervals.fixed_interval_test`). The ratio of ratios is
 :math:`e^{D_{new} - D_{base}}`, the runs being measured independently, with
 Welch-Satterthwaite df.
 
@@ -37,10 +37,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from regimes._compare.shift import Difference, welch
+from regimes._compare.shift import Difference, t_quantile, t_sf, welch
 from regimes._compare.sides import CurveCells
-from regimes._stats.flank_test import test_fixed_interval
-from regimes._stats.intervals import contrast_test, level_contrast, t_quantile, t_sf
+from regimes._stats.contrasts import contrast_test, level_contrast
+from regimes._stats.fixed_intervals import fixed_interval_test
 
 __all__ = ["Fit", "anomaly_rows", "pair_intervals"]
 
@@ -100,7 +100,7 @@ def fit_interval(cells: CurveCells, start: float, end: float) -> tuple[Fit | Non
     if inside.size == x.size:
         return None, "the interval covers every budget measured: no flank"
     try:
-        tests = test_fixed_interval(cells.curve, int(inside[0]), int(inside[-1]), cells.tau)
+        tests = fixed_interval_test(cells.curve, int(inside[0]), int(inside[-1]), cells.tau)
     except (ValueError, np.linalg.LinAlgError):
         return None, "too few budgets around the interval for a flank trend"
     fit = Fit(float(tests.estimate[0]), float(tests.se[0]), float(tests.df[0]))
@@ -117,9 +117,9 @@ def _ratio_of_ratios(base: Fit, new: Fit, alternative: str, level: float) -> dic
     delta = new.estimate - base.estimate
     variance, dof = welch([(base.se**2, base.df), (new.se**2, new.df)])
     se = math.sqrt(variance)
-    half = float(t_quantile((1.0 + level) / 2.0, np.asarray(dof))) * se
+    half = t_quantile((1.0 + level) / 2.0, dof) * se
     z = delta / se if se > 0 else math.copysign(math.inf, delta)
-    upper = float(t_sf(np.asarray(z), np.asarray(dof)))
+    upper = t_sf(z, dof)
     p = {"two-sided": min(1.0, 2.0 * min(upper, 1.0 - upper)), "greater": upper}
     return {
         "ratio_base": math.exp(base.estimate),
@@ -137,12 +137,12 @@ def _presence_and_power(
     """Test the other run at the interval (one-sided); its power for ``found``'s size."""
     z = other.estimate / other.se if other.se > 0 else math.copysign(math.inf, other.estimate)
     scan = max(1, n_other * (n_other + 1) // 2 - 1)
-    critical = float(t_quantile(1.0 - alpha / scan, np.asarray(other.df))) * other.se
+    critical = t_quantile(1.0 - alpha / scan, other.df) * other.se
     threshold = max(critical, math.log(min_ratio))
     shifted = (threshold - found.estimate) / other.se if other.se > 0 else -math.inf
     return {
-        "presence_p": float(t_sf(np.asarray(z), np.asarray(other.df))),
-        "power": float(t_sf(np.asarray(shifted), np.asarray(other.df))),
+        "presence_p": t_sf(z, other.df),
+        "power": t_sf(shifted, other.df),
     }
 
 
@@ -168,7 +168,7 @@ def _boundary_p(diff: Difference, base: Interval, new: Interval) -> tuple[float 
         c = level_contrast(total, flank, only_base)
     estimate, se, dof = contrast_test(c, diff.d, diff.var, diff.df, diff.tau2, diff.tau2_df)
     z = estimate / se if se > 0 else math.copysign(math.inf, estimate)
-    return float(t_sf(np.asarray(z), np.asarray(dof))), None
+    return t_sf(z, dof), None
 
 
 def anomaly_rows(

@@ -6,7 +6,7 @@ On the budgets both runs measured, the difference of log levels
 curve it also wobbles beyond that, by a between-cell variance :math:`\tau_d^2`
 estimated as detection estimates a curve's (the robust scale of second differences of
 :math:`d` over the budgets outside every anomaly of either run,
-:func:`regimes._stats.intervals.between_cell_variance`; the sum of the two curves' own
+:func:`regimes._stats.between_cell.between_cell_variance`; the sum of the two curves' own
 when fewer than 5 such budgets remain). Wobble that both runs share, a budget that is
 slow on this software whichever day it runs, cancels in :math:`d` and is not counted.
 
@@ -32,11 +32,32 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from regimes._compare.sides import CurveCells
-from regimes._stats.intervals import between_cell_variance, contrast_test, t_quantile, t_sf
+from regimes._stats.between_cell import between_cell_variance
+from regimes._stats.contrasts import contrast_test
 
-__all__ = ["Difference", "budget_rows", "difference", "process_part", "shift_row", "welch"]
+__all__ = [
+    "Difference",
+    "budget_rows",
+    "difference",
+    "process_part",
+    "shift_row",
+    "t_quantile",
+    "t_sf",
+    "welch",
+]
+
+
+def t_sf(z: float, dof: float) -> float:
+    """Upper tail of Student's t with ``dof`` degrees of freedom (normal when infinite)."""
+    return float(stats.norm.sf(z) if math.isinf(dof) else stats.t.sf(z, dof))
+
+
+def t_quantile(q: float, dof: float) -> float:
+    """Quantile of Student's t with ``dof`` degrees of freedom (normal when infinite)."""
+    return float(stats.norm.ppf(q) if math.isinf(dof) else stats.t.ppf(q, dof))
 
 
 @dataclass(frozen=True)
@@ -129,7 +150,7 @@ def process_part(base: CurveCells, new: CurveCells) -> tuple[float, float]:
 
 
 def _interval(estimate: float, variance: float, dof: float, level: float) -> tuple[float, ...]:
-    half = float(t_quantile((1.0 + level) / 2.0, np.asarray(dof))) * math.sqrt(variance)
+    half = t_quantile((1.0 + level) / 2.0, dof) * math.sqrt(variance)
     return math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half)
 
 
@@ -137,7 +158,7 @@ def _two_sided(estimate: float, variance: float, dof: float) -> float:
     if variance <= 0:
         return 0.0 if estimate != 0 else 1.0
     z = abs(estimate) / math.sqrt(variance)
-    return min(1.0, 2.0 * float(t_sf(np.asarray(z), np.asarray(dof))))
+    return min(1.0, 2.0 * t_sf(z, dof))
 
 
 def shift_row(diff: Difference, level: float) -> dict[str, Any]:

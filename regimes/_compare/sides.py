@@ -2,7 +2,7 @@ r"""Each run of a comparison: its trials, its detection, its curves' cells, its 
 
 A *side* is one of the two runs. Its trials are detected as usual
 (:func:`regimes.detect_regimes`) and reduced to cell levels per curve
-(:func:`regimes._stats.intervals.cell_levels`: log-scale levels with session main
+(:func:`regimes._stats.levels.cell_levels`: log-scale levels with session main
 effects removed, their sampling variances and df), with the curve's between-cell
 variance.
 
@@ -31,11 +31,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes._stats.flank_test import Curve, curve_from_levels, whole_curve_taus
-from regimes._stats.intervals import cell_levels
+from regimes._stats.between_cell import curve_taus
+from regimes._stats.curves import Curve, curve_from_levels
+from regimes._stats.levels import cell_levels
+from regimes.data._prepare import prepare_trials
 from regimes.data._runs import ENV_COLUMNS, load_runs
 from regimes.data.schema import as_polars, present_case_columns
-from regimes.detect import RegimeReport, detect_regimes, prepare_trials
+from regimes.detect import RegimeResult, detect_regimes
 from regimes.errors import RegimesInputError, RegimesWarning
 
 __all__ = [
@@ -84,7 +86,7 @@ class Side:
 
     name: str
     label: str
-    report: RegimeReport
+    report: RegimeResult
     curves: dict[Key, CurveCells]
     environment: dict[str, str | None]
 
@@ -169,7 +171,7 @@ def _curve_cells(frame: pl.DataFrame, group_columns: list[str], x: str) -> dict[
     keys = {int(r["_curve"]): tuple(r[c] for c in group_columns) for r in ids.iter_rows(named=True)}
     return {
         keys[c]: CurveCells(curve, tau, *processes.get(c, (0.0, math.inf, 0)))
-        for c, curve, tau in zip(curve_ids, curves, whole_curve_taus(curves), strict=True)
+        for c, curve, tau in zip(curve_ids, curves, curve_taus(curves), strict=True)
     }
 
 
