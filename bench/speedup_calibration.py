@@ -43,6 +43,8 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Scenario:
+    """One simulated design of cache-on and cache-off sweeps."""
+
     name: str
     grid: dict
     noise: dict
@@ -139,8 +141,10 @@ POWER = [
 
 
 def smooth_pair(scenario: Scenario, seed: int) -> pl.DataFrame:
-    """Synthetic cache-on and cache-off trials of one model with a smooth speedup (or,
-    with an ``anomaly`` in the scenario's noise, a cache-on anomaly: a collapse).
+    """Simulate cache-on and cache-off trials of one model.
+
+    The speedup is smooth (or, with an ``anomaly`` in the scenario's noise, a cache-on
+    anomaly: a collapse).
     """
     return _pair(scenario, seed)[0]
 
@@ -181,7 +185,9 @@ def _null_curve(job: tuple[int, int]) -> int:
 
 
 def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
-    """Whether a reported collapse overlaps the true cache-on anomaly, and whether one
+    """Score one draw with a true cache-on anomaly.
+
+    Whether a reported collapse overlaps the true cache-on anomaly, and whether one
     matches its boundaries to one grid step.
     """
     scenario, seed = POWER[job[0]], job[1]

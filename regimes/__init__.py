@@ -45,6 +45,7 @@ __all__ = [
     "MemoryConfound",
     "PhaseAttribution",
     "RegimeReport",
+    "RegimeResult",
     "RegimesInputError",
     "RegimesWarning",
     "Run",
@@ -75,6 +76,7 @@ _LAZY: dict[str, str] = {
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
     "RegimeReport": "regimes.detect",
+    "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
     "SpeedupResult": "regimes.speedup",
     "cache_speedup": "regimes.speedup",
@@ -92,7 +94,7 @@ _MODULES: dict[str, str] = {
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
-    from regimes.detect import RegimeReport, detect_regimes
+    from regimes.detect import RegimeReport, RegimeResult, detect_regimes
     from regimes.explain.alignment import BoundaryAlignment, align_boundaries
     from regimes.explain.backends import BackendComparison, compare_backends
     from regimes.explain.memory import MemoryConfound, memory_confound

@@ -7,7 +7,6 @@ import warnings
 import numpy as np
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 from regimes import RegimesWarning, detect_regimes
 from regimes.data.simulate import published_gpt2_medium, simulate_sweep
@@ -70,7 +69,7 @@ def test_spikes_of_two_or_more_are_found_with_exact_boundaries() -> None:
     )
     reps = _reports(sweep.trials)
     found = exact = reported = true_positive = 0
-    for rep, truth in zip(reps, sweep.truth.iter_rows(named=True)):
+    for rep, truth in zip(reps, sweep.truth.iter_rows(named=True), strict=True):
         a = rep.anomalies
         reported += a.height
         hit = a.filter((pl.col("start") <= truth["end"]) & (pl.col("end") >= truth["start"]))
@@ -91,7 +90,7 @@ def test_steps_are_change_points_not_recovered_spikes() -> None:
         30, anomaly="step", ratio=(2.0, 4.0), sessions=(1, 2), seed=13, **CONDITIONS
     )
     at_step = 0
-    for rep, truth in zip(_reports(sweep.trials), sweep.truth.iter_rows(named=True)):
+    for rep, truth in zip(_reports(sweep.trials), sweep.truth.iter_rows(named=True), strict=True):
         cps = rep.change_points.filter(pl.col("significant"))
         at_step += bool(((cps["x_after"] - truth["start"]).abs() <= 16).any())
         over = rep.anomalies.filter(pl.col("end") >= truth["start"])
@@ -143,7 +142,8 @@ def test_report_columns_follow_the_design() -> None:
     assert rep.params["alpha"] == 0.05 and rep.groups.height == 1
     text = rep.summary()
     assert "512..624" in text and "Regime detection" in text and "496|512" in text
-    assert "1 anomaly" in repr(rep) and "<pre>" in rep._repr_html_()
+    assert repr(rep).startswith("RegimeResult(anomalies=1,") and "\n" not in repr(rep)
+    assert "<table>" in rep._repr_html_() and rep.status == "tested"
     chart = rep.chart()
     assert chart.to_dict()["layer"]
 
@@ -158,7 +158,7 @@ def _anomaly_rows(rep) -> list[tuple]:
     return rep.anomalies.select("model", "start", "end", "kind").rows()
 
 
-def test_invariant_to_scale_row_order_and_repeatable() -> None:
+def test_invariant_to_scale_row_order_and_repeatable(assert_frame_close) -> None:
     trials = _synthetic_with_spike()
     base = detect_regimes(trials)
     assert base.anomalies.height == 3
@@ -173,8 +173,8 @@ def test_invariant_to_scale_row_order_and_repeatable() -> None:
     # floating-point aggregates
     for other in (shuffled, again):
         assert _anomaly_rows(other) == _anomaly_rows(base)
-        assert_frame_equal(other.curve, base.curve, check_exact=False, rel_tol=1e-9)
-        assert_frame_equal(other.anomalies, base.anomalies, check_exact=False, rel_tol=1e-6)
+        assert_frame_close(other.curve, base.curve, 1e-9)
+        assert_frame_close(other.anomalies, base.anomalies, 1e-6)
 
 
 def test_groups_are_separate_curves_and_by_overrides() -> None:
