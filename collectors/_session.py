@@ -244,6 +244,7 @@ class _SessionRun:
             "rss_bytes": rss_bytes(),
             "instrumented": self.spec.instrument,
             "process_id": process_id(),
+            "host": socket.gethostname(),
         }
 
     @staticmethod

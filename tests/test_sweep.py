@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from collections import Counter
 
 import polars as pl
@@ -166,6 +167,22 @@ def test_sweep_writes_the_trial_schema(tiny_run):
     assert not df["instrumented"].any() and df["prefill_s"].is_null().all()
     assert df["rss_bytes"].min() > 0
     assert set(df["engine"]) == {"generate"} and set(df["device"]) == {models_device()}
+
+
+def test_every_trial_records_its_host(tiny_run):
+    _, path, _ = tiny_run
+    df = regimes.load(path)
+    assert df["host"].null_count() == 0 and set(df["host"]) == {socket.gethostname()}
+
+
+def test_a_run_written_without_the_host_column_still_loads(tmp_path, tiny_run):
+    _, path, _ = tiny_run
+    old = regimes.load(path).drop("host")
+    (tmp_path / "old" / "trials").mkdir(parents=True)
+    old.write_parquet(tmp_path / "old" / "trials" / "part-0.parquet")  # as older versions wrote
+    df = regimes.load(tmp_path / "old")
+    assert df.schema == pl.Schema(regimes.TRIAL_SCHEMA)
+    assert df.height == old.height and df["host"].is_null().all()
 
 
 def models_device() -> str:
