@@ -44,11 +44,13 @@ __all__ = [
     "BackendComparison",
     "BackendResult",
     "BoundaryAlignment",
+    "ComparisonResult",
     "MemoryConfound",
     "MemoryResult",
     "PhaseAttribution",
     "PhaseResult",
     "RegimeReport",
+    "RegimeResult",
     "RegimesInputError",
     "RegimesWarning",
     "Run",
@@ -59,6 +61,7 @@ __all__ = [
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
+    "compare_runs",
     "detect_regimes",
     "load",
     "memory_confound",
@@ -76,6 +79,8 @@ _LAZY: dict[str, str] = {
     "AlignmentResult": "regimes.explain.alignment",
     "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
+    "ComparisonResult": "regimes.compare",
+    "compare_runs": "regimes.compare",
     "PhaseResult": "regimes.explain.phases",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
@@ -83,6 +88,7 @@ _LAZY: dict[str, str] = {
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
     "RegimeReport": "regimes.detect",
+    "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
     "SpeedupResult": "regimes.speedup",
     "cache_speedup": "regimes.speedup",
@@ -99,8 +105,9 @@ _MODULES: dict[str, str] = {
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
-    from regimes.detect import RegimeReport, detect_regimes
+    from regimes.detect import RegimeReport, RegimeResult, detect_regimes
     from regimes.explain.alignment import (
         AlignmentResult,
         BoundaryAlignment,

@@ -1,9 +1,10 @@
 """The ``regimes`` command: one subcommand per module, errors as one line.
 
-Each subcommand's module exports ``register(subparsers)``: ``analyze`` and ``report``
-live here (:mod:`regimes.cli.analyze`, :mod:`regimes.cli.report`), ``collect`` with the
-code it drives (:mod:`collectors.cli`, which imports torch only when it runs). Modules
-are imported when the parser is built, so ``import regimes`` stays light.
+Each subcommand's module exports ``register(subparsers)``: ``analyze``, ``report`` and
+``compare`` live here (:mod:`regimes.cli.analyze`, :mod:`regimes.cli.report`,
+:mod:`regimes.cli.compare`), ``collect`` with the code it drives (:mod:`collectors.cli`,
+which imports torch only when it runs). Modules are imported when the parser is built,
+so ``import regimes`` stays light.
 
 Whatever the user can fix ends as one line on stderr and exit status 2: a
 :class:`~regimes.errors.RegimesInputError`, a file the system refuses (``OSError``), a
@@ -29,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "collect": "collectors.cli",
     "analyze": "regimes.cli.analyze",
     "report": "regimes.cli.report",
+    "compare": "regimes.cli.compare",
 }
 """Each subcommand and the module whose ``register`` adds it (in ``--help`` order)."""
 

@@ -32,7 +32,7 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -172,7 +172,7 @@ def _newer(where: str, version: int) -> RegimesInputError:
     )
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
+def read_meta(path: Path) -> dict[str, Any]:
     """Read ``meta.json``: a JSON object whose format this version reads."""
     try:
         meta = json.loads(path.read_bytes().decode("utf-8"))
@@ -236,13 +236,13 @@ class RunWriter:
         if meta is None:
             if not meta_path.exists():
                 raise RegimesInputError(f"{str(self.path)!r} is not a run directory (no meta.json)")
-            self.meta = _read_meta(meta_path)
+            self.meta = read_meta(meta_path)
             return
         self.path.mkdir(parents=True, exist_ok=True)
         for table in _TABLES:
             (self.path / table).mkdir(exist_ok=True)
         if meta_path.exists():
-            existing = _read_meta(meta_path)
+            existing = read_meta(meta_path)
             existing.setdefault("resumes", []).append(meta)
             self.meta = existing
         else:
@@ -391,6 +391,17 @@ def _digest_or_none(table: pa.Table, meta: bytes, version: int) -> str | None:
         return None
 
 
+def read_verified_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Read one part or single parquet file, verified; a damaged one raises naming it.
+
+    For readers that assemble runs themselves (:mod:`regimes.data._runs`).
+    """
+    try:
+        return _read_part(path)
+    except _DamagedPart as exc:
+        raise RegimesInputError(f"part {str(path)!r} is damaged: {exc.reason}") from None
+
+
 def _read_parts(
     paths: list[Path], schema: dict[str, pl.DataType], on_damaged: OnDamaged
 ) -> tuple[list[pl.DataFrame], list[_DamagedPart]]:
@@ -484,7 +495,7 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
         raise RegimesInputError(
             f"{str(p)!r} is not a run directory (no meta.json and no trials/*.parquet)"
         )
-    meta = _read_meta(meta_path) if meta_path.exists() else {}
+    meta = read_meta(meta_path) if meta_path.exists() else {}
     tables: dict[str, pl.DataFrame] = {}
     for table, schema in _TABLES.items():
         try:
@@ -526,16 +537,25 @@ def _read_file(path: Path) -> Run:
     return Run(frame, empty_steps, empty_errors, meta, path)
 
 
-def load(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -> pl.DataFrame:
+def load(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    on_damaged: OnDamaged = "raise",
+) -> pl.DataFrame:
     """Return the trial table of a run directory or file, sorted by ``order``.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        A run directory, a ``.parquet`` file or a ``.csv`` trial table.
+    path : str, os.PathLike, or a list or tuple of them
+        A run directory, or a ``.parquet`` / ``.csv`` trial file. Several runs, a list
+        of paths or a ``str`` glob pattern (``"runs/h200-*"``), are concatenated run
+        after run, each with its ``run_id`` and the environment columns
+        ``torch_version``, ``transformers_version``, ``os_version``, ``python_version``
+        and ``host`` from its ``meta.json`` (``device`` filled from it where the trials
+        lack one).
     on_damaged : {"raise", "skip"}, default "raise"
-        A damaged part refuses the run, or is left out with a warning (see
-        :func:`read_run`).
+        For one run: a damaged part refuses the run, or is left out with a warning (see
+        :func:`read_run`). Several runs are always refused on a damaged part.
 
     Returns
     -------
@@ -545,21 +565,29 @@ def load(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -> pl
     Raises
     ------
     RegimesInputError
-        As :func:`read_run`.
+        As :func:`read_run`; for several runs also a pattern that matches nothing or
+        one run given twice.
 
     See Also
     --------
-    read_run : the run with its steps, errors and metadata.
-    regimes.detect_regimes : the analysis of the table.
+    read_run : the trials with the steps, errors and metadata of one run.
+    regimes.compare_runs : two runs compared.
 
     Examples
     --------
     >>> from pathlib import Path
     >>> import regimes
-    >>> df = load(Path(regimes.__file__).parents[1] / "examples/data/cuda-h200-gpt2")
-    >>> df.select("backend", "model").unique().rows()
+    >>> data = Path(regimes.__file__).parents[1] / "examples" / "data"
+    >>> load(data / "cuda-h200-gpt2").select("backend", "model").unique().rows()
     [('cuda', 'gpt2')]
+    >>> runs = load(str(data / "cuda-h200-*"))
+    >>> runs.select("run_id", "torch_version").unique().height >= 2
+    True
     """
+    from regimes.data._runs import is_several, load_runs
+
+    if is_several(path) or not isinstance(path, (str, os.PathLike)):
+        return load_runs(path)
     trials = read_run(path, on_damaged=on_damaged).trials
     if "order" in trials.columns and trials.height:
         trials = trials.sort("order", nulls_last=True)

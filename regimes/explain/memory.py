@@ -42,8 +42,9 @@ import polars as pl
 import statsmodels.api as sm
 
 from regimes._result import AnalysisResult, untested_frame
+from regimes._stats.multitest import benjamini_hochberg
+from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
-from regimes.detect import benjamini_hochberg, prepare_trials
 from regimes.explain._anomalies import (
     AnomalyInput,
     anomaly_source,

@@ -40,10 +40,12 @@ import numpy as np
 import polars as pl
 
 from regimes._result import AnalysisResult, untested_frame
-from regimes._stats.intervals import cell_levels, trend_contrast
+from regimes._stats.contrasts import trend_contrast
+from regimes._stats.levels import cell_levels
 from regimes._stats.resample import CellReplicates, cell_replicates
+from regimes._stats.trends import trend_coordinate
+from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction, check_n_boot, check_seed
-from regimes.detect import prepare_trials
 from regimes.explain._anomalies import (
     AnomalyInput,
     anomaly_source,
@@ -368,7 +370,7 @@ class _PhaseGroup:
                 for v in values
             ]
         )
-        u = np.log(xs) if np.all(xs > 0) else xs
+        u = trend_coordinate(xs)
         return cls(source, key, reps, xs, u, var, rows.height - measured.height, level)
 
     def attribute(self, anomalies: pl.DataFrame) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
