@@ -30,8 +30,10 @@ def register(subparsers: Any) -> None:
         "another day): each regime of either run with its status, the new run's latency "
         "over the base's as one shift and per budget, and the environment difference.",
     )
-    parser.add_argument("base", type=Path, metavar="BASE", help="the base run (a run directory)")
-    parser.add_argument("new", type=Path, metavar="NEW", help="the new run")
+    parser.add_argument(
+        "base", type=Path, metavar="BASE", help="the base run: a run directory or trial file"
+    )
+    parser.add_argument("new", type=Path, metavar="NEW", help="the new run, likewise")
     parser.add_argument(
         "--format",
         choices=("table", "json", "csv"),
@@ -42,8 +44,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-o", "--outdir", type=Path, default=None, help="write every result table here (CSV)"
     )
-    parser.add_argument("--x", choices=("budget", "total_tokens"), default="budget")
-    parser.add_argument("--y", choices=("latency_s", "decode_s", "prefill_s"), default="latency_s")
+    parser.add_argument(
+        "--x",
+        choices=("budget", "total_tokens"),
+        default="budget",
+        help="the axis along which latency is followed (default: budget)",
+    )
+    parser.add_argument(
+        "--y",
+        choices=("latency_s", "decode_s", "prefill_s"),
+        default="latency_s",
+        help="the time compared (default: latency_s)",
+    )
     parser.add_argument(
         "--by",
         type=column_list,
