@@ -42,6 +42,7 @@ __all__ = [
     "TRIAL_SCHEMA",
     "BackendComparison",
     "BoundaryAlignment",
+    "ComparisonResult",
     "MemoryConfound",
     "PhaseAttribution",
     "RegimeReport",
@@ -56,6 +57,7 @@ __all__ = [
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
+    "compare_runs",
     "detect_regimes",
     "load",
     "memory_confound",
@@ -71,6 +73,8 @@ _LAZY: dict[str, str] = {
     "compare_backends": "regimes.explain.backends",
     "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
+    "ComparisonResult": "regimes.compare",
+    "compare_runs": "regimes.compare",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
     "MemoryConfound": "regimes.explain.memory",
@@ -93,6 +97,7 @@ _MODULES: dict[str, str] = {
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
     from regimes.detect import RegimeReport, RegimeResult, detect_regimes
     from regimes.explain.alignment import BoundaryAlignment, align_boundaries
