@@ -179,7 +179,7 @@ def test_max_panels_keeps_the_anomalous_group(report):
         report.trials, regimes=report.regimes, speedup=report.speedup, max_panels=1
     )
     latency = next(s for s in narrow.charts if s.key == "latency").chart.to_dict()
-    assert latency["facet"]["sort"] == ["synthetic-spiky · cache on"]
+    assert latency["vconcat"][0]["facet"]["sort"] == ["synthetic-spiky · cache on"]
     assert any("1 of 4 groups" in note for note in narrow.notes)
 
 
@@ -232,15 +232,19 @@ def test_explanations_follow_what_the_data_supports(report, page, tmp_path):
     assert plain.explanations == []
 
 
-def test_backend_and_memory_explanations(tmp_path):
+def two_backend_trials() -> pl.DataFrame:
+    """The cache-on curves, and the same cases on a second (synthetic) backend where
+    the spiky model is smooth; memory grows smoothly with the budget (no step where
+    the spike is)."""
     base = synthetic_trials(instrumented=False, both_cache=False)
-    # The same cases on a second (synthetic) backend where the spiky model is smooth.
     other = base.filter(pl.col("model") == "synthetic-smooth")
     other = pl.concat([other, other.with_columns(pl.lit("synthetic-spiky").alias("model"))])
     trials = pl.concat([base, other.with_columns(pl.lit("synthetic-b").alias("backend"))])
-    # Memory that grows smoothly with the budget: no step where the spike is.
-    trials = trials.with_columns((pl.col("budget") * 4096 + 10**9).alias("mem_driver_bytes"))
-    report = build_report(trials, n_boot=200)
+    return trials.with_columns((pl.col("budget") * 4096 + 10**9).alias("mem_driver_bytes"))
+
+
+def test_backend_and_memory_explanations(tmp_path):
+    report = build_report(two_backend_trials(), n_boot=200)
     assert [e.key for e in report.explanations] == ["backends", "memory"]
     verdicts = report.explanations[0].result.verdicts
     assert verdicts.filter(pl.col("model") == "synthetic-spiky")["specific"].to_list() == [True]

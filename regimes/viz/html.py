@@ -27,6 +27,7 @@ import polars as pl
 from regimes.data.io import Run, read_run
 from regimes.data.schema import RegimesInputError, as_polars, validate_trials
 from regimes.viz import charts as plot
+from regimes.viz._frames import ratio_label
 
 __all__ = [
     "ChartSection",
@@ -577,9 +578,7 @@ def _anomaly_table(frame: pl.DataFrame | None, group_columns: Sequence[str]) -> 
     if frame is None or frame.height == 0:
         return "<p>None significant.</p>"
     keys = [c for c in group_columns if c in frame.columns]
-    shown = frame.with_columns(
-        plot._ratio_label("ratio", "ratio_low", "ratio_high").alias("ratio [CI]")
-    )
+    shown = frame.with_columns(ratio_label("ratio", "ratio_low", "ratio_high").alias("ratio [CI]"))
     leading = [*keys, "start", "end", "ratio [CI]"]
     rest = [
         c
