@@ -27,6 +27,7 @@ from regimes.data.schema import RegimesInputError
 from regimes.data.simulate import published_gpt2_medium, published_gpt2_medium_cache, simulate_sweep
 from regimes.detect import detect_regimes
 from regimes.viz import _style, result_chart
+from regimes.viz._frames import sig3
 from regimes.viz._layout import BRUSH, GROUP_PICK
 
 OKABE_ITO = {c.lower() for c in _style.PALETTE} | {"#000000", "#666666", "black"}
@@ -166,7 +167,9 @@ def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, tmp_path):
     assert (interval["x_lo"], interval["x_hi"]) == (truth["start"] - 8, truth["end"] + 8)
     assert interval["group"] == "synthetic-spiky · cache on"
     anomaly = report.anomalies.row(0, named=True)
-    label = f"×{anomaly['ratio']:.3g} [{anomaly['ratio_low']:.3g}, {anomaly['ratio_high']:.3g}]"
+    label = (
+        f"×{sig3(anomaly['ratio'])} [{sig3(anomaly['ratio_low'])}, {sig3(anomaly['ratio_high'])}]"
+    )
     assert interval["label"] == label
     assert abs(math.log(anomaly["ratio"] / SPIKE_RATIO)) < 0.1
     svg = plot.save(chart, tmp_path / "latency.svg").read_text()

@@ -16,7 +16,7 @@ import pytest
 
 from regimes import RunWriter
 from regimes.data.schema import RegimesInputError
-from regimes.data.simulate import Sweep, simulate_sweep
+from regimes.data.simulate import Sweep, published_gpt2_medium, simulate_sweep
 from regimes.viz.html import RunReport, build_report, headlines
 
 GRID = 16
@@ -140,9 +140,15 @@ def test_page_is_self_contained(page):
     assert "vegaEmbed" in page and "window.vega" in page  # the libraries are inline
 
 
+def chart_keys(report: RunReport) -> list[str]:
+    """Every chart of the page: the report's charts, then the explanations' charts."""
+    keys = [s.key for s in report.charts]
+    return keys + [f"explain-{e.key}" for e in report.explanations if e.chart is not None]
+
+
 def test_page_holds_one_spec_per_chart(report, page):
     specs = _specs(page)
-    assert list(specs) == [f"chart-{s.key}" for s in report.charts]
+    assert list(specs) == [f"chart-{key}" for key in chart_keys(report)]
     for key in specs:
         assert f"id='{key}'" in page
     assert {s.key for s in report.charts} >= {"latency", "heatmap", "phases"}
@@ -156,9 +162,42 @@ def test_page_shows_environment_and_findings(report, page):
     assert "Sweep specification" in page
     row = report.regimes.anomalies.row(0, named=True)
     assert f"{row['ratio_low']:.3g}" in page and f"{row['ratio_high']:.3g}" in page
-    assert "Regime detection" in page  # the detection's own summary
-    for line in report.headlines():
+    for line in report.findings():
         assert line.replace("'", "&#x27;") in page
+
+
+def test_page_reads_like_a_finding(report, page):
+    truth = synthetic_sweeps()[0][2].truth.row(0, named=True)
+    first = report.findings()[0]
+    after = truth["end"] + GRID
+    assert re.fullmatch(
+        rf"synthetic-spiky · cache on: latency at budgets {truth['start']}\.\.{truth['end']} "
+        rf"is [\d.]+x its trend \(95% CI [\d.]+-[\d.]+\), q = [\d.e-]+, and recovers at {after}",
+        first,
+    ), first
+    assert any(s.startswith("synthetic-spiky") and "decode carries" in s for s in report.findings())
+    # Findings first, then the contents' sections in order; every link has its target.
+    order = [page.index(f"<section id='{name}'") for name in ("findings", "charts", "tables")]
+    assert order == sorted(order)
+    assert page.index("<nav class='toc'") < order[0]
+    for anchor in re.findall(r"<a href='#([^']+)'>", page):
+        assert f"id='{anchor}'" in page, anchor
+    # Summaries are HTML tables; the only preformatted text is the folded sweep spec.
+    body = page[page.index("<header><h1>") : page.index('id="regimes-specs"')]
+    assert body.count("<pre") == 1 and "<summary>Sweep specification</summary><pre>" in body
+    assert "<table class='kv'>" in page and "<th scope='row'>min_ratio</th>" in page
+    environment = page[page.index("<section id='environment'>") :]
+    assert environment.index("<details>") < environment.index("Linux (synthetic)")
+
+
+def test_published_case_finding_has_its_numbers(tmp_path):
+    sweep = published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
+    report = build_report(sweep, n_boot=400)
+    assert re.fullmatch(
+        r"latency at budgets 512\.\.624 is 1\d\.\dx its trend \(95% CI 1?\d\.\d+-1\d\.\d+\), "
+        r"q = \de-\d+, and recovers at 640",
+        report.findings()[0],
+    ), report.findings()[0]
 
 
 def test_charts_follow_what_the_data_supports(tmp_path):
@@ -199,7 +238,7 @@ def test_headlines_without_anomalies(tmp_path):
 
 def test_write_images(report, tmp_path):
     pngs = report.write_images(tmp_path / "png")
-    assert [p.name for p in pngs] == [f"{s.key}.png" for s in report.charts]
+    assert [p.name for p in pngs] == [f"{key}.png" for key in chart_keys(report)]
     for path in pngs:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = report.write_images(tmp_path / "svg", "svg")[0].read_text()

@@ -15,7 +15,14 @@ import altair as alt
 import polars as pl
 
 from regimes.viz import _style as style
-from regimes.viz._frames import GROUP_FIELD, frame_attr, group_labels, inline_data, require
+from regimes.viz._frames import (
+    GROUP_FIELD,
+    frame_attr,
+    group_labels,
+    inline_data,
+    require,
+    sig3,
+)
 from regimes.viz._layout import ChartText
 from regimes.viz._phases import phase_chart
 
@@ -114,7 +121,7 @@ def _estimates(
             if value is None:
                 continue
             label = (
-                f"×{value:.3g} [{lo:.3g}, {hi:.3g}]"
+                f"×{sig3(value)} [{sig3(lo)}, {sig3(hi)}]"
                 if unit == "x"
                 else f"{value:+.3g} s [{lo:+.3g}, {hi:+.3g}]"
             )

@@ -242,11 +242,18 @@ def _interval_edges(
     )
 
 
+def sig3(value: float | None) -> str:
+    """Three significant digits, trailing zeros kept: ``10.0``, ``9.13``, ``112``."""
+    if value is None or value != value:
+        return "?"
+    return f"{value:#.3g}".rstrip(".")
+
+
 def ratio_label(ratio: str, low: str, high: str) -> pl.Expr:
     """``×8.93 [7.10, 10.4]``: a ratio with its confidence interval, three digits."""
 
     def fmt(column: str) -> pl.Expr:
-        return pl.col(column).round_sig_figs(3).cast(pl.String).fill_null("?")
+        return pl.col(column).map_elements(sig3, return_dtype=pl.String).fill_null("?")
 
     return pl.concat_str(
         [pl.lit("×"), fmt(ratio), pl.lit(" ["), fmt(low), pl.lit(", "), fmt(high), pl.lit("]")]
