@@ -1,4 +1,4 @@
-"""How much does the collector add to what it measures?
+"""Measure how much the collector adds to what it measures.
 
 Three paired comparisons on the same model and prompt, each run interleaved (the two
 arms alternate, and the arm that goes first alternates from pair to pair, so drift and
@@ -90,7 +90,7 @@ def paired(arm_a: Callable[[], float], arm_b: Callable[[], float], pairs: int, w
             b, a = arm_b(), arm_a()
         a_times.append(a)
         b_times.append(b)
-    ratios = [a / b for a, b in zip(a_times, b_times)]
+    ratios = [a / b for a, b in zip(a_times, b_times, strict=True)]
     q1, median, q3 = _quantiles(ratios)
     return {
         "a_ms": 1e3 * statistics.median(a_times),
@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"# {loaded.label} {args.dtype} on {backend.name} ({backend.device_name()}), "
-        f"prompt {args.prompt}, cache {'on' if use_cache else 'off'}, {args.pairs} interleaved pairs, "
+        f"prompt {args.prompt}, cache {'on' if use_cache else 'off'}, "
+        f"{args.pairs} interleaved pairs, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
     header = f"{'comparison':<24}{'budget':>7}{'A ms':>11}{'B ms':>11}{'A/B median':>12}{'IQR':>18}"
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for budget in args.budgets:
 
-        def arm(engine: str, instrument: bool) -> Callable[[], float]:
+        def arm(engine: str, instrument: bool, budget: int = budget) -> Callable[[], float]:
             return _collector(loaded, backend, input_ids, budget, use_cache, engine, instrument)
 
         comparisons = {
@@ -152,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         for label, (arm_a, arm_b) in comparisons.items():
             result = paired(arm_a, arm_b, args.pairs, args.warmup)
+            iqr = f"[{result['q1']:.4f}, {result['q3']:.4f}]"
             print(
                 f"{label:<24}{budget:>7}{result['a_ms']:>11.2f}{result['b_ms']:>11.2f}"
-                f"{result['ratio']:>12.4f}{'[' + format(result['q1'], '.4f') + ', ' + format(result['q3'], '.4f') + ']':>18}"
+                f"{result['ratio']:>12.4f}{iqr:>18}"
             )
     return 0
 

@@ -42,9 +42,11 @@ __all__ = [
     "TRIAL_SCHEMA",
     "BackendComparison",
     "BoundaryAlignment",
+    "ComparisonResult",
     "MemoryConfound",
     "PhaseAttribution",
     "RegimeReport",
+    "RegimeResult",
     "RegimesInputError",
     "RegimesWarning",
     "Run",
@@ -55,6 +57,7 @@ __all__ = [
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
+    "compare_runs",
     "detect_regimes",
     "load",
     "memory_confound",
@@ -70,11 +73,14 @@ _LAZY: dict[str, str] = {
     "compare_backends": "regimes.explain.backends",
     "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
+    "ComparisonResult": "regimes.compare",
+    "compare_runs": "regimes.compare",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
     "RegimeReport": "regimes.detect",
+    "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
     "SpeedupResult": "regimes.speedup",
     "cache_speedup": "regimes.speedup",
@@ -91,8 +97,9 @@ _MODULES: dict[str, str] = {
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
-    from regimes.detect import RegimeReport, detect_regimes
+    from regimes.detect import RegimeReport, RegimeResult, detect_regimes
     from regimes.explain.alignment import BoundaryAlignment, align_boundaries
     from regimes.explain.backends import BackendComparison, compare_backends
     from regimes.explain.memory import MemoryConfound, memory_confound

@@ -31,15 +31,13 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from regimes._stats.flank_test import (
-    Curve,
-    curve_from_levels,
-    test_fixed_interval,
-    whole_curve_taus,
-)
-from regimes._stats.intervals import cell_levels
+from regimes._stats.between_cell import curve_taus
+from regimes._stats.curves import Curve, curve_from_levels, index_curves
+from regimes._stats.fixed_intervals import fixed_interval_test
+from regimes._stats.levels import cell_levels
+from regimes._stats.multitest import benjamini_hochberg
+from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
-from regimes.detect import benjamini_hochberg, prepare_trials
 from regimes.explain._anomalies import group_label, read_report, summary_text
 
 __all__ = ["BackendComparison", "compare_backends"]
@@ -132,7 +130,7 @@ def compare_backends(
             f"{backends} (measure the same sweep on cpu, cuda or mps too)"
         )
     curves = _curves(frame, group_columns, source.x)
-    taus = dict(zip(curves, whole_curve_taus(list(curves.values()))))
+    taus = dict(zip(curves, curve_taus(list(curves.values()))))
     case = [c for c in group_columns if c not in _NOT_CASE]
     rows = []
     for anomaly in source.anomalies.iter_rows(named=True):
@@ -182,17 +180,10 @@ def _same(a: Any, b: Any) -> bool:
 
 def _curves(frame: pl.DataFrame, group_columns: list[str], x: str) -> dict[tuple, Curve]:
     """Cell levels of every curve, keyed by its group values."""
-    ids = (
-        frame.select(group_columns)
-        .unique()
-        .sort(group_columns, nulls_last=True)
-        .with_row_index("_curve")
-        .with_columns(pl.col("_curve").cast(pl.Int64))
+    index = index_curves(frame, group_columns, x)
+    levels = cell_levels(index.frame, "_curve", "_x", "_ly", "_session").join(
+        index.groups, on="_curve"
     )
-    frame = frame.join(ids, on=group_columns, how="left", nulls_equal=True).with_columns(
-        pl.col(x).cast(pl.Float64).alias("_x")
-    )
-    levels = cell_levels(frame, "_curve", "_x", "_ly", "_session").join(ids, on="_curve")
     return {
         tuple(part.row(0, named=True)[c] for c in group_columns): curve_from_levels(part)
         for part in levels.partition_by("_curve", maintain_order=True)
@@ -223,9 +214,7 @@ def _interval_test(
         return None, 0, "no measured x inside the interval"
     if inside.size == curve.x.size:
         return None, int(inside.size), "the interval covers every measured x: no flank"
-    tests = test_fixed_interval(
-        curve, int(inside[0]), int(inside[-1]), tau, direction=direction, level=level
-    )
+    tests = fixed_interval_test(curve, int(inside[0]), int(inside[-1]), tau, direction=direction)
     return (
         (float(tests.estimate[0]), float(tests.se[0]), float(tests.df[0])),
         int(inside.size),

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 import statsmodels.api as sm
-from statsmodels.stats.multitest import multipletests
 
+from regimes._stats.multitest import benjamini_hochberg
 from regimes.data.schema import RegimesInputError, check_fraction, validate_trials
 from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
 
@@ -293,7 +293,7 @@ def _add_verdicts(effects: pl.DataFrame, alpha: float) -> pl.DataFrame:
             pl.lit(None, dtype=pl.Float64).alias("q_value"),
             pl.lit(None, dtype=pl.String).alias("verdict"),
         ).drop("unadjusted_log", "adjusted_log")
-    q = multipletests(effects.get_column("p_value").to_numpy(), method="fdr_bh")[1]
+    q = benjamini_hochberg(effects.get_column("p_value").to_numpy())
     same_sign = pl.col("adjusted_log").sign() == pl.col("unadjusted_log").sign()
     verdict = (
         pl.when((pl.col("q_value") < alpha) & same_sign)

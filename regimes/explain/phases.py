@@ -38,10 +38,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes._stats.intervals import cell_levels, trend_contrast
+from regimes._stats.contrasts import trend_contrast
+from regimes._stats.levels import cell_levels
 from regimes._stats.resample import cell_replicates
+from regimes._stats.trends import trend_coordinate
+from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction, check_n_boot
-from regimes.detect import prepare_trials
 from regimes.explain._anomalies import AnomalyInput, group_label, read_report, summary_text
 
 __all__ = ["PhaseAttribution", "attribute_phases"]
@@ -209,7 +211,7 @@ def _attribute_group(
     values = [y, *PHASES]
     reps = cell_replicates(measured, [x], values, session="_session", n_boot=n_boot, seed=seed)
     xs = reps.cells.get_column(x).cast(pl.Float64).to_numpy()
-    u = np.log(xs) if np.all(xs > 0) else xs
+    u = trend_coordinate(xs)
     # Cell sampling variances on the log scale weight each quantity's flank line.
     logged = measured.with_columns(
         *[pl.col(v).log().alias(f"_log_{v}") for v in values],

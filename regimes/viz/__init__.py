@@ -8,3 +8,5 @@ per chart behind it; ``regimes.viz.html`` (also ``regimes.report``) builds the r
 from regimes.viz._dispatch import result_chart
 
 __all__ = ["result_chart"]
+
+result_chart.__module__ = __name__  # documented, and its example run, where users find it

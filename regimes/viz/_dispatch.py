@@ -1,8 +1,8 @@
 """One entry point from any analysis result to its chart.
 
-Results are recognised by the tables they carry, not by their class, so a result
-renamed or subclassed keeps its chart. Charts that other parts of the library add
-(run comparisons, history) are imported only when such a result is drawn.
+Results are recognised by the tables they carry (a table and one of its columns),
+not by their class, so a result renamed or subclassed keeps its chart. Each chart's
+module is imported only when such a result is drawn.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ if TYPE_CHECKING:  # pragma: no cover - altair is imported with the chart module
 
 _Builder = Callable[..., "alt.TopLevelMixin"]
 
-_BY_TABLE: tuple[tuple[str, str, str, bool], ...] = (
-    # (table attribute, module, function, takes the trial table)
-    ("changes", "regimes.viz._compare_chart", "comparison_chart", False),
-    ("curve", "regimes.viz._latency", "latency_chart", True),
-    ("speedup", "regimes.viz._speedup", "speedup_chart", False),
-    ("phases", "regimes.viz._explain", "phases_result_chart", True),
-    ("comparisons", "regimes.viz._explain", "backends_chart", False),
-    ("effects", "regimes.viz._explain", "memory_chart", False),
-    ("positions", "regimes.viz._explain", "alignment_chart", False),
+_BY_TABLE: tuple[tuple[str, str, str, str, bool], ...] = (
+    # (table attribute, a column it must have, module, function, takes the trial table)
+    ("changes", "status", "regimes.viz._compare_chart", "comparison_chart", False),
+    ("curve", "median", "regimes.viz._latency", "latency_chart", True),
+    ("speedup", "speedup", "regimes.viz._speedup", "speedup_chart", False),
+    ("phases", "start", "regimes.viz._explain", "phases_result_chart", True),
+    ("comparisons", "other_backend", "regimes.viz._explain", "backends_chart", False),
+    ("effects", "adjusted_ratio", "regimes.viz._explain", "memory_chart", False),
+    ("effects", "first_visit_s", "regimes.viz._history_chart", "history_chart", False),
+    ("positions", "boundary", "regimes.viz._explain", "alignment_chart", False),
 )
 
 
@@ -41,8 +42,8 @@ def result_chart(result: Any, df: Any = None, **options: Any) -> alt.TopLevelMix
         A result of :func:`regimes.detect_regimes` (the latency chart),
         :func:`regimes.cache_speedup` (the speedup chart),
         :func:`regimes.attribute_phases`, :func:`regimes.memory_confound`,
-        :func:`regimes.compare_backends`, :func:`regimes.align_boundaries`, or of a
-        run comparison.
+        :func:`regimes.compare_backends`, :func:`regimes.align_boundaries`,
+        :func:`regimes.history_effect` or :func:`regimes.compare_runs`.
     df : polars.DataFrame or pandas.DataFrame, optional
         The trial table, for charts that draw trials (latency, phases). Default: the
         result's own ``trials`` when it keeps them.
@@ -79,15 +80,14 @@ def result_chart(result: Any, df: Any = None, **options: Any) -> alt.TopLevelMix
 
 
 def _builder_for(result: Any) -> tuple[_Builder, bool]:
-    for table, module, name, takes_trials in _BY_TABLE:
-        if isinstance(getattr(result, table, None), pl.DataFrame):
+    for table, column, module, name, takes_trials in _BY_TABLE:
+        frame = getattr(result, table, None)
+        if isinstance(frame, pl.DataFrame) and column in frame.columns:
             return _load(module, name, type(result).__name__), takes_trials
-    if "History" in type(result).__name__:
-        return _load("regimes.viz._history_chart", "history_chart", type(result).__name__), False
     raise RegimesInputError(
         f"no chart is known for a {type(result).__name__}: regimes charts the results of "
         "detect_regimes, cache_speedup, attribute_phases, memory_confound, compare_backends, "
-        "align_boundaries and run comparisons"
+        "align_boundaries, history_effect and compare_runs"
     )
 
 

@@ -8,6 +8,7 @@ printed beside it, and a rule at the value that means "no effect".
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -36,8 +37,11 @@ def interval_plot(
 
     ``rows`` holds ``item``, ``series``, ``estimate``, ``low``, ``high`` and ``label``
     (the text printed beside the estimate); ``reference`` is the value that means
-    no effect (1 for a ratio, 0 for a difference), drawn as a dashed rule.
+    no effect (1 for a ratio, 0 for a difference), drawn as a dashed rule. With no
+    rows, the chart says so in words instead.
     """
+    if rows.height == 0:
+        return nothing_to_draw(text)
     series = list(dict.fromkeys(rows["series"].to_list()))
     color = alt.Color(
         "series:N",
@@ -74,6 +78,25 @@ def interval_plot(
         height=alt.Step(_ROW_HEIGHT),
         title=style.title(text.heading, text.subtitle),
         description=text.description,
+    )
+    return cast(alt.LayerChart, chart)
+
+
+def nothing_to_draw(text: ChartText) -> alt.LayerChart:
+    """Return a small chart that says there is no estimate to draw, and why."""
+    lines = textwrap.wrap(text.description, 70, break_on_hyphens=False)
+    note = pl.DataFrame({"note": ["\n".join(lines)]})
+    mark = (
+        alt.Chart(inline_data(note))
+        .mark_text(align="left", baseline="top", fontSize=12, color=style.GREY, lineBreak="\n")
+        .encode(x=alt.value(0), y=alt.value(4), text="note:N", tooltip=["note:N"])
+    )
+    chart = alt.layer(mark).properties(
+        width=420,
+        height=18 * len(lines) + 8,
+        title=style.title(text.heading, text.subtitle),
+        description=text.description,
+        view=alt.ViewBackground(stroke=None),
     )
     return cast(alt.LayerChart, chart)
 

@@ -22,13 +22,12 @@ from regimes.viz._frames import (
     require,
     result_trials,
     select_groups,
-    stack_parts,
 )
 from regimes.viz._layout import (
     ChartText,
     Panels,
+    Strip,
     interval_layers,
-    overview_strip,
     panels_over_strip,
     part,
     value_scale,
@@ -125,17 +124,15 @@ def latency_chart(
     panels = Panels.for_groups(len(order), columns)
     layers = _latency_layers(drawn, x, y, log_y, panels.height, style.level_text(report))
     strip_value = "ratio" if "ratio" in drawn["curve"].columns else "median"
-    strip = overview_strip(
+    strip = Strip(
         drawn["curve"].select(GROUP_FIELD, x, pl.col(strip_value).alias("value")),
-        x,
         "median / trend" if strip_value == "ratio" else "median",
-        panels,
         log_y=True,
     )
     heading = title or f"{style.quantity(y).capitalize()} by {style.quantity(x)}"
     description = _describe(drawn, x, y, order, style.level_text(report))
     text = ChartText(heading, caption, description)
-    return panels_over_strip(layers, stack_parts(drawn), strip, order, panels, text)
+    return panels_over_strip(layers, drawn, strip, x, order, panels, text)
 
 
 def _latency_parts(

@@ -17,7 +17,7 @@ import altair as alt
 import polars as pl
 
 from regimes.viz import _style as style
-from regimes.viz._frames import GROUP_FIELD, inline_data
+from regimes.viz._frames import GROUP_FIELD, inline_data, stack_parts
 
 BRUSH = "zoom_x"
 """Name of the x brush of the overview strip; each panel's x domain follows it."""
@@ -115,40 +115,51 @@ def interval_layers(x: str, what: str, height: int, label_at_top: bool) -> list[
     return [shade, label]
 
 
-def overview_strip(
-    lines: pl.DataFrame, x: str, y_title: str, panels: Panels, *, log_y: bool
-) -> alt.Chart:
-    """Draw the thin strip under the panels that carries the x brush.
+@dataclass(frozen=True)
+class Strip:
+    """What the overview strip under the panels draws: one line per group.
 
-    ``lines`` holds ``group``, ``x`` and ``value``: one line per group, so the strip
-    shows where along x something happens before one zooms in.
+    ``lines`` holds ``group``, the x column and ``value``, so the strip shows where
+    along x something happens before one zooms in; ``title`` names ``value``.
     """
+
+    lines: pl.DataFrame
+    title: str
+    log_y: bool
+
+
+def _overview_strip(strip: Strip, x: str, panels: Panels) -> alt.Chart:
+    """Draw the thin strip that carries the x brush, from the chart's long table."""
     brush = alt.selection_interval(name=BRUSH, encodings=["x"], empty=True)
+    hint = alt.TitleParams(
+        "overview: drag across it to zoom the panels above; double-click to reset",
+        anchor="start",
+        fontSize=11,
+        fontWeight="normal",
+        color=style.GREY,
+        limit=0,
+    )
     return (
-        alt.Chart(
-            inline_data(lines),
-            title=alt.TitleParams(
-                "overview: drag across it to zoom the panels above; double-click to reset",
-                anchor="start",
-                fontSize=11,
-                fontWeight="normal",
-                color=style.GREY,
-                limit=0,
-            ),
-        )
+        alt.Chart(title=hint)
+        .transform_filter(part("overview"))
+        .transform_filter(_picked())
         .mark_line(color=style.GREY, strokeWidth=1, opacity=0.8)
         .encode(
             x=alt.X(f"{x}:Q", title=style.axis_title(x), scale=alt.Scale(zero=False, nice=False)),
-            y=alt.Y("value:Q", title=y_title, scale=value_scale(log_y), axis=alt.Axis(tickCount=2)),
+            y=alt.Y(
+                "value:Q",
+                title=strip.title,
+                scale=value_scale(strip.log_y),
+                axis=alt.Axis(tickCount=3, format="~g"),
+            ),
             detail=f"{GROUP_FIELD}:N",
             tooltip=[
                 alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
                 alt.Tooltip(f"{x}:Q", title=style.axis_title(x)),
-                alt.Tooltip("value:Q", format=".3g", title=y_title),
+                alt.Tooltip("value:Q", format=".3g", title=strip.title),
             ],
         )
         .add_params(brush)
-        .transform_filter(_picked())
         .properties(width=panels.total_width, height=style.OVERVIEW_HEIGHT)
     )
 
@@ -175,9 +186,7 @@ class ChartText:
     description: str
 
 
-def _small_multiples(
-    layers: list[alt.Chart], order: list[str], panels: Panels, independent_y: bool
-) -> alt.FacetChart:
+def _small_multiples(layers: list[alt.Chart], order: list[str], panels: Panels) -> alt.FacetChart:
     """Draw the layers once per group, from the long table the whole chart carries."""
     # Built directly: Altair's .facet() wants the data on the facet itself, and here
     # it sits one level up, where the overview strip can bring its own instead.
@@ -196,27 +205,24 @@ def _small_multiples(
         ),
         columns=panels.columns,
     ).transform_filter(_picked())
-    if independent_y:
-        chart = chart.resolve_scale(y="independent")
-    return chart
+    return chart.resolve_scale(y="independent")
 
 
 def panels_over_strip(
     layers: list[alt.Chart],
-    data: pl.DataFrame,
-    strip: alt.Chart,
+    parts: dict[str, pl.DataFrame],
+    strip: Strip,
+    x: str,
     order: list[str],
     panels: Panels,
     text: ChartText,
-    *,
-    independent_y: bool = True,
 ) -> alt.VConcatChart:
     """Panels over the overview strip, titled and described, with the group picker.
 
-    The long table ``data`` is the chart's own data, which the panels inherit (the
-    strip brings its own). The picker is a parameter of the whole chart even for a
-    single group, so the panels' filter always has it to read; its menu is only
-    offered for two groups or more.
+    ``parts`` and the strip's lines become one long table, the chart's only data,
+    which the panels and the strip inherit. The picker is a parameter of the whole
+    chart even for a single group, so the filters always have it to read; its menu
+    is only offered for two groups or more. Each panel has its own y scale.
     """
     subtitle = text.subtitle
     if len(order) > 1:
@@ -224,10 +230,11 @@ def panels_over_strip(
     else:
         picker = alt.param(name=GROUP_PICK, value=ALL_GROUPS)
         subtitle = " · ".join(s for s in (order[0] if order else "", subtitle) if s)
-    grid = _small_multiples(layers, order, panels, independent_y)
-    chart = alt.vconcat(grid, strip, data=inline_data(data), spacing=12).properties(
-        title=style.title(text.heading, subtitle), description=text.description
-    )
+    grid = _small_multiples(layers, order, panels)
+    data = stack_parts({**parts, "overview": strip.lines})
+    chart = alt.vconcat(
+        grid, _overview_strip(strip, x, panels), data=inline_data(data), spacing=12
+    ).properties(title=style.title(text.heading, subtitle), description=text.description)
     # Set directly: add_params would try to move the parameter into the subcharts,
     # and a value parameter bound to a menu belongs at the top level.
     lifted = chart.params if isinstance(chart.params, list) else []

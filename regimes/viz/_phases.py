@@ -18,13 +18,12 @@ from regimes.viz._frames import (
     group_labels,
     interval_part,
     require,
-    stack_parts,
 )
 from regimes.viz._layout import (
     ChartText,
     Panels,
+    Strip,
     interval_layers,
-    overview_strip,
     panels_over_strip,
     part,
     x_encoding,
@@ -101,20 +100,15 @@ def phase_chart(
     layers = interval_layers(x, "anomaly", panels.height, False) if "interval" in parts else []
     layers += _phase_layers(x)
     latency = parts["bar"].filter(pl.col("phase") == "decode")
-    strip = overview_strip(
-        latency.select(GROUP_FIELD, x, pl.col("latency_s").alias("value")),
-        x,
-        "median latency (s)",
-        panels,
-        log_y=False,
-    )
+    latency = latency.select(GROUP_FIELD, x, pl.col("latency_s").alias("value"))
+    strip = Strip(latency, "median latency (s)", log_y=False)
     heading = title or f"Prefill and decode by {style.quantity(x)}"
     description = (
         f"Median prefill and decode time stacked per {style.quantity(x)} for {len(order)} "
         "group(s); a black tick marks the median end-to-end latency."
     )
     text = ChartText(heading, caption, description)
-    return panels_over_strip(layers, stack_parts(parts), strip, order, panels, text)
+    return panels_over_strip(layers, parts, strip, x, order, panels, text)
 
 
 def _instrumented(df: Any, x: str) -> pl.DataFrame:

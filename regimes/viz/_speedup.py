@@ -20,13 +20,12 @@ from regimes.viz._frames import (
     noisy,
     optional_frame,
     require,
-    stack_parts,
 )
 from regimes.viz._layout import (
     ChartText,
     Panels,
+    Strip,
     interval_layers,
-    overview_strip,
     panels_over_strip,
     part,
     value_scale,
@@ -84,8 +83,8 @@ def speedup_chart(
     Examples
     --------
     >>> import regimes
-    >>> sweep = regimes.simulate.published_gpt2_medium(trials=3, seed=0).trials
-    >>> sp = regimes.cache_speedup(sweep, n_boot=200)
+    >>> trials = regimes.simulate.published_gpt2_medium_cache(trials=3, seed=0)
+    >>> sp = regimes.cache_speedup(trials, n_boot=200)
     >>> regimes.plot.speedup_chart(sp).to_dict()["title"]["text"]
     'KV-cache speedup by decoding budget'
     """
@@ -102,10 +101,10 @@ def speedup_chart(
         layers += interval_layers(x, "collapse", panels.height, label_at_top=True)
     layers += _speedup_layers(x, parts["curve"].columns, log_y, style.level_text(speedup_result))
     lines = parts["curve"].select(GROUP_FIELD, x, pl.col("speedup").alias("value"))
-    strip = overview_strip(lines, x, "speedup", panels, log_y=log_y)
+    strip = Strip(lines, "speedup", log_y=log_y)
     heading = title or f"KV-cache speedup by {style.quantity(x)}"
     text = ChartText(heading, caption, _describe(parts, x))
-    return panels_over_strip(layers, stack_parts(parts), strip, order, panels, text)
+    return panels_over_strip(layers, parts, strip, x, order, panels, text)
 
 
 def _speedup_axes(result: Any, speed: pl.DataFrame, x: str | None) -> tuple[str, list[str]]:

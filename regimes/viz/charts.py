@@ -9,6 +9,9 @@ Reachable as ``regimes.plot``. Each chart lives in its own module behind this on
 - :func:`speedup_chart`: the KV-cache speedup and its collapses;
 - :func:`phase_chart`: prefill and decode stacked per budget;
 - :func:`overview_heatmap`: every group at a glance;
+- :func:`comparison_chart`: two runs, their regimes and what changed between them;
+- :func:`history_chart`, :func:`backends_chart`, :func:`memory_chart`,
+  :func:`phase_excess_chart`, :func:`alignment_chart`: the explanations;
 - :func:`result_chart`: the chart of any analysis result (what ``result.chart()``
   returns), including the explanations' charts.
 
@@ -20,6 +23,7 @@ carry units, and each chart has a Vega-Lite ``description``.
 
 from __future__ import annotations
 
+from regimes.viz._compare_chart import comparison_chart
 from regimes.viz._dispatch import result_chart
 from regimes.viz._explain import (
     alignment_chart,
@@ -29,6 +33,7 @@ from regimes.viz._explain import (
     phases_result_chart,
 )
 from regimes.viz._frames import GROUP_FIELD, NOISY_SPREAD, group_labels, report_axes
+from regimes.viz._history_chart import history_chart
 from regimes.viz._latency import latency_chart
 from regimes.viz._overview import overview_heatmap
 from regimes.viz._phases import phase_chart
@@ -40,7 +45,9 @@ __all__ = [
     "NOISY_SPREAD",
     "alignment_chart",
     "backends_chart",
+    "comparison_chart",
     "group_labels",
+    "history_chart",
     "latency_chart",
     "memory_chart",
     "overview_heatmap",
@@ -53,3 +60,11 @@ __all__ = [
     "speedup_chart",
     "vegalite_version",
 ]
+
+# The functions live in one private module per chart; they are documented, and their
+# examples run, as members of this module, where users find them.
+for _name in __all__:
+    _member = globals()[_name]
+    if callable(_member) and getattr(_member, "__module__", "").startswith("regimes.viz._"):
+        if _name != "result_chart":
+            _member.__module__ = __name__

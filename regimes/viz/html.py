@@ -150,7 +150,7 @@ class RunReport:
         import vl_convert as vlc
 
         bundle = vlc.javascript_bundle(vl_version=plot.vegalite_version())  # type: ignore[call-arg]
-        specs = {f"chart-{key}": chart.to_dict() for key, chart in self._all_charts()}
+        specs = {f"chart-{key}": chart.to_dict() for key, chart in self.figures()}
         body = [
             f"<header><h1>{escape(self.title)}</h1><p class='sub'>{escape(self._byline())}</p>"
             "</header>",
@@ -189,11 +189,15 @@ class RunReport:
         if fmt not in ("png", "svg"):
             raise RegimesInputError(f"image format must be 'png' or 'svg', got {fmt!r}")
         out = Path(directory)
-        return [plot.save(chart, out / f"{key}.{fmt}") for key, chart in self._all_charts()]
+        return [plot.save(chart, out / f"{key}.{fmt}") for key, chart in self.figures()]
 
     # ----------------------------------------------------------------- sections
 
-    def _all_charts(self) -> list[tuple[str, alt.TopLevelMixin]]:
+    def figures(self) -> list[tuple[str, alt.TopLevelMixin]]:
+        """Return every chart of the page as ``(key, chart)``, in page order.
+
+        The charts come first, then the explanations' charts (keyed ``explain-<key>``).
+        """
         charts = [(s.key, s.chart) for s in self.charts]
         charts += [(f"explain-{e.key}", e.chart) for e in self.explanations if e.chart is not None]
         return charts
