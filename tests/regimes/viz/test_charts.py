@@ -331,6 +331,8 @@ def test_result_chart_method_gives_the_full_chart(published):
     spec = result.chart().to_dict()
     assert spec == plot.latency_chart(rep, sweep).to_dict()
     assert "trial" in set(chart_data(spec)["part"])  # from result.trials, no df needed
+    # The detection's own result: rep.chart() is the same full chart, trials included.
+    assert rep.chart().to_dict() == spec
 
 
 def test_every_analysis_result_has_a_chart(trials, report):
