@@ -192,3 +192,36 @@ def explanation_findings(result: Any, labels: pl.DataFrame | None = None) -> lis
             rows = [] if frame is None else list(frame.iter_rows(named=True))
             return [sentence(row, group_columns) for row in rows]
     return []
+
+
+def comparison_findings(comparison: Any) -> list[str]:
+    """One sentence per regime's status between two runs, and per significant shift."""
+    keys = list(comparison.group_columns)
+    labels = group_labels(comparison.shift.select(keys), keys)[0] if keys else None
+    several = labels is not None and labels.height > 1
+    x = comparison.x
+
+    def named(frame: pl.DataFrame) -> pl.DataFrame:
+        if labels is None:
+            return frame.with_columns(pl.lit("all").alias(GROUP_FIELD))
+        return labelled(frame, keys, labels)
+
+    lines = [
+        (f"{row[GROUP_FIELD]}: " if several else "")
+        + f"the regime at {span(row, x)} {row['status']} in the new run"
+        + (
+            f": new over base x{sig3(row['ratio_of_ratios'])} "
+            f"({style.level_text(comparison)} CI {_ci(row)}){_q(row)}"
+            if row.get("ratio_of_ratios") is not None
+            else ""
+        )
+        for row in named(comparison.changes).iter_rows(named=True)
+    ]
+    for row in named(comparison.shift).iter_rows(named=True):
+        if row.get("change") in ("slower", "faster"):
+            lines.append(
+                (f"{row[GROUP_FIELD]}: " if several else "")
+                + f"outside its regimes the new run is x{sig3(row['shift'])} the base "
+                f"({row['change']}; CI {_ci(row, 'shift_low', 'shift_high')}){_q(row)}"
+            )
+    return lines

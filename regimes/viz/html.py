@@ -94,6 +94,8 @@ class RunReport:
         The cases that raised during the sweep.
     explanations : list of Explanation
         The explanations the data supported.
+    comparison : ComparisonResult or None
+        This run against a base run, when the report was given one.
     """
 
     title: str
@@ -105,6 +107,7 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
     errors: pl.DataFrame | None = None
     explanations: list[Explanation] = field(default_factory=list)
+    comparison: Any = None
 
     @property
     def x(self) -> str:
@@ -130,6 +133,8 @@ class RunReport:
     def findings(self) -> list[str]:
         """Return the findings in plain sentences with their numbers."""
         lines = _findings.anomaly_findings(self.regimes)
+        if self.comparison is not None:
+            lines += _findings.comparison_findings(self.comparison)
         if self.speedup is not None:
             lines += _findings.collapse_findings(self.speedup, self.x)
         labels = group_labels(self.regimes.curve, self.group_columns)[0]
@@ -263,6 +268,8 @@ class RunReport:
         groups = getattr(rep, "groups", None)
         if isinstance(groups, pl.DataFrame):
             parts.append("<h4>Groups</h4>" + html_table(groups))
+        if self.comparison is not None:
+            parts.append("<h3>Against the base run</h3>" + result_tables(self.comparison))
         if self.speedup is not None:
             keys = [c for c in self.group_columns if c != "use_cache"]
             parts.append("<h3>KV-cache speedup</h3>")
@@ -433,6 +440,7 @@ def build_report(
     max_panels: int = 12,
     heatmap_min_groups: int = 4,
     title: str | None = None,
+    baseline: Any = None,
     **detect_options: Any,
 ) -> RunReport:
     """Analyse a run and gather what its report shows.
@@ -459,6 +467,10 @@ def build_report(
         The overview heatmap is drawn from this many groups on.
     title : str, optional
         The page's title. Default: ``"regimes report: <run name>"``.
+    baseline : str, os.PathLike, Run or DataFrame, optional
+        A base run to compare this one with (:func:`regimes.compare_runs`, base
+        first): the report then opens with what appeared, vanished or changed, and
+        draws both runs.
     **detect_options
         Passed to the detection (``alpha``, ``min_ratio``, ``n_boot``, ``seed``,
         ``direction`` ...); the shared ones to the speedup and the explanations too.
@@ -499,6 +511,10 @@ def build_report(
     if speedup is None:
         speedup = _try_speedup(run.trials, (x, y), by, detect_options, notes)
     charts = _chart_sections(regimes, speedup, trials, (max_panels, heatmap_min_groups), notes)
+    comparison = None
+    if baseline is not None:
+        comparison = _compare(baseline, run.trials, (x, y), by, detect_options)
+        charts.insert(1, _comparison_section(comparison))
     name = run.meta.get("name") or run.meta.get("run_id") or (run.path.name if run.path else "")
     return RunReport(
         title=title or f"regimes report{': ' + str(name) if name else ''}",
@@ -510,6 +526,7 @@ def build_report(
         notes=notes,
         errors=run.errors,
         explanations=_explanations(run.trials, trials, regimes, detect_options, notes),
+        comparison=comparison,
     )
 
 
@@ -544,6 +561,35 @@ def _try_speedup(
     except RegimesInputError as exc:  # e.g. no budget measured both ways
         notes.append(f"KV-cache speedup not analysed: {exc}")
         return None
+
+
+_COMPARE_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level")
+"""Options of ``detect_regimes`` that ``compare_runs`` takes too."""
+
+
+def _compare(
+    baseline: Any,
+    trials: pl.DataFrame,
+    axes: tuple[str, str],
+    by: Sequence[str] | None,
+    detect_options: dict[str, Any],
+) -> Any:
+    """Compare the run with the base run, each detected with the same options."""
+    from regimes.compare import compare_runs
+
+    options = {k: v for k, v in detect_options.items() if k in _COMPARE_OPTIONS}
+    base = _as_run(baseline).trials
+    return compare_runs(base, trials, x=axes[0], y=axes[1], by=by, **options)
+
+
+def _comparison_section(comparison: Any) -> ChartSection:
+    caption = (
+        "The base run in grey, this run in blue: medians with their CI bands, each run's "
+        "regimes shaded in its colour, and each regime's status written at its foot with "
+        "its ratio over trend, new over base. The strip is this run's level over the base's."
+    )
+    chart = plot.comparison_chart(comparison)
+    return ChartSection("comparison", "Against the base run", caption, chart)
 
 
 def _chart_sections(

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from regimes.data.schema import RegimesInputError
-from regimes.data.simulate import published_gpt2_medium
+from regimes.data.simulate import published_gpt2_medium, simulate_sweep
 from regimes.viz.html import RunReport, build_report, headlines
 
 
@@ -197,3 +197,20 @@ def test_backend_and_memory_explanations(two_backend_trials):
     page = report.to_html()
     assert "Is it specific to one backend?" in page
     assert "Does memory (mem_driver_bytes) explain it?" in page
+
+
+def test_report_against_a_base_run_says_what_changed(tmp_path):
+    grid = dict(n_budgets=16, trials=5, sessions=2, intercept_s=0.05, per_token_s=0.005)
+    base = simulate_sweep(anomaly="spike", ratio=3.0, seed=1, **grid).trials
+    new = simulate_sweep(seed=2, **grid).trials
+    report = build_report(new, baseline=base, n_boot=200)
+    assert report.comparison.changes["status"].to_list() == ["vanished"]
+    assert [s.key for s in report.charts][:2] == ["latency", "comparison"]
+    vanished = next(line for line in report.findings() if "vanished" in line)
+    assert re.fullmatch(
+        r"the regime at budgets 128\.\.144 vanished in the new run: new over base "
+        r"x0\.\d+ \(95% CI 0\.\d+-0\.\d+\), q = \de-\d+",
+        vanished,
+    ), vanished
+    page = report.to_html()
+    assert "Against the base run" in page and "<h4>changes</h4>" in page
