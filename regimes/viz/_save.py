@@ -91,3 +91,41 @@ def _render(spec: dict, suffix: str, scale: float) -> bytes | str:
     if suffix == ".html":
         return str(vlc.vegalite_to_html(spec, vl_version=version, bundle=True))
     return json.dumps(spec, indent=1)
+
+
+_RENDERER = "regimes"
+
+
+def _vegalite_and_png(spec: dict, **metadata: object) -> dict[str, object]:
+    """Return a notebook output of both kinds: the interactive spec and a PNG copy."""
+    import base64
+
+    import vl_convert as vlc
+
+    major = alt.SCHEMA_VERSION.lstrip("v").split(".", 1)[0]
+    png = vlc.vegalite_to_png(spec, vl_version=vegalite_version(), scale=1.0)
+    return {
+        f"application/vnd.vegalite.v{major}+json": spec,
+        "image/png": base64.b64encode(png).decode("ascii"),
+        "text/plain": f"<{spec.get('description', 'a regimes chart')}>",
+    }
+
+
+def enable_notebook() -> None:
+    """Show charts in notebooks as Vega-Lite, with a PNG copy for viewers without it.
+
+    Jupyter and VS Code draw the interactive chart (tooltips, brush, group menu); a
+    viewer that cannot run Vega-Lite, such as GitHub's notebook preview, shows the
+    PNG. The PNG is rendered offline by vl-convert when the chart is displayed.
+
+    Examples
+    --------
+    >>> import altair as alt, regimes
+    >>> regimes.plot.enable_notebook()
+    >>> alt.renderers.active
+    'regimes'
+    >>> _ = alt.renderers.enable("default")
+    """
+    if _RENDERER not in alt.renderers.names():
+        alt.renderers.register(_RENDERER, _vegalite_and_png)
+    alt.renderers.enable(_RENDERER)

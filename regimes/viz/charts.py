@@ -37,7 +37,7 @@ from regimes.viz._history_chart import history_chart
 from regimes.viz._latency import latency_chart
 from regimes.viz._overview import overview_heatmap
 from regimes.viz._phases import phase_chart
-from regimes.viz._save import save, vegalite_version
+from regimes.viz._save import enable_notebook, save, vegalite_version
 from regimes.viz._speedup import speedup_chart
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "alignment_chart",
     "backends_chart",
     "comparison_chart",
+    "enable_notebook",
     "group_labels",
     "history_chart",
     "latency_chart",
