@@ -148,3 +148,4 @@ def test_the_h200_rerun_shows_a_uniform_shift_and_no_regime_change():
     assert (shift["q_value"] < 0.05).all()
     assert (shift["shift_high"] < 1.0).all()  # the rerun is faster everywhere
     assert ((shift["shift"] > 0.7) & (shift["shift"] < 0.9)).all()
+    assert not res.budgets["differs"].any()  # no budget departs from the shift
