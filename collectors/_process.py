@@ -53,7 +53,7 @@ def crash_error_rows(
     if last["event"] == "start":
         cases = [Case(**last["case"])]
     else:
-        load_key = (last["model"], last["backend"], last["dtype"])
+        load_key = (last["model"], last["backend"], last["dtype"], last.get("attn_implementation"))
         cases = [c for c in spec.cases() if c.load_key == load_key]
     return [
         error_row(run_id, c, session, None, error_type="WorkerCrash", message=message, trace="")

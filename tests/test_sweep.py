@@ -61,7 +61,7 @@ def assert_complete_once(spec: SweepSpec, df: pl.DataFrame) -> None:
     rows = measured(df)
     assert rows.select(TRIAL_KEY).is_duplicated().sum() == 0
     expected = {
-        ScheduledTrial(case, session, trial, False).key
+        ScheduledTrial(case, session, trial, False).key[: len(TRIAL_KEY)]
         for case in spec.cases()
         for session in range(spec.sessions)
         for trial in range(spec.trials)
@@ -609,3 +609,94 @@ def test_a_batch_in_fresh_processes_runs_the_batch_spec(tmp_path):
     assert new["process_id"].n_unique() == 1 and process_id() not in set(new["process_id"])
     with pytest.raises(SpecError, match="has no session 7"):
         run_stored_session(path, 7)
+
+
+# -- attention implementation, SDPA kernels, warm-up policy -----------------------------
+
+
+def test_attention_settings_are_a_grid_and_recorded_per_trial(tmp_path, monkeypatch):
+    from collectors._attention import enabled_sdpa_backends
+
+    seen = set()
+    real = engines.run_generation
+
+    def spy(loaded, *args, **kwargs):
+        seen.add((loaded.attn_implementation, enabled_sdpa_backends()))
+        return real(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", spy)
+    before = enabled_sdpa_backends()
+    spec = tiny(sessions=1, attn_implementation=["eager", "sdpa"], sdpa_backends=["math"])
+    assert len(spec.cases()) == 2 * len(tiny().cases())
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    assert result.status == "complete" and result.measured == spec.total_trials()
+    df = regimes.load(tmp_path / "run")
+    assert seen == {("eager", ("math",)), ("sdpa", ("math",))}
+    assert enabled_sdpa_backends() == before  # restored after each generation
+    assert set(df["sdpa_backends"]) == {"math"}
+    per_attn = measured(df).group_by("attn_implementation").len().sort("attn_implementation")
+    assert per_attn.rows() == [("eager", 12), ("sdpa", 12)]
+    keyed = measured(df).select([*TRIAL_KEY, "attn_implementation"])
+    assert keyed.is_duplicated().sum() == 0
+
+
+def test_default_attention_records_what_ran_and_resumes(tmp_path):
+    from collectors._attention import enabled_sdpa_backends
+
+    spec = tiny(sessions=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    asks = iter(range(100))
+    run_session(spec, RunWriter(path, None), 0, should_stop=lambda: "x" if next(asks) > 4 else None)
+    run_sweep(spec, path, progress=False)
+    df = regimes.load(path)
+    assert_complete_once(spec, df)
+    assert set(df["attn_implementation"]) == {"sdpa"}  # transformers' default here
+    assert set(df["sdpa_backends"]) == {",".join(enabled_sdpa_backends())}
+
+
+def first_measured_order(df: pl.DataFrame) -> dict[int, int]:
+    return dict(measured(df).group_by("session").agg(pl.col("order").min()).iter_rows())
+
+
+@pytest.mark.parametrize("policy", ["per-case", "none", "max-first"])
+def test_warmup_policies_put_their_warmups_in_the_trial_table(tmp_path, policy):
+    spec = tiny(warmup_policy=policy, warmup=0 if policy == "none" else 2, budgets=[2, 6, 4])
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    assert result.status == "complete"
+    df = regimes.load(tmp_path / "run")
+    assert_complete_once(spec, df)
+    warm = df.filter(pl.col("warmup"))
+    assert warm.height == spec.warmups_per_session() * spec.sessions == result.warmups
+    assert df.select("session", "process_id", "order").null_count().sum_horizontal().item() == 0
+    if policy == "none":
+        assert warm.height == 0
+    elif policy == "max-first":
+        # two warm-ups per session at the largest budget, before anything is measured
+        assert warm.height == 2 * spec.sessions and set(warm["budget"]) == {6}
+        last_warm = dict(warm.group_by("session").agg(pl.col("order").max()).iter_rows())
+        first = first_measured_order(df)
+        assert all(last_warm[s] < first[s] for s in first)
+        assert warm.group_by("session").agg(pl.col("trial").sort())["trial"].to_list() == [
+            [0, 1],
+            [0, 1],
+        ]
+    else:
+        assert_warmups_are_lazy(df, 2)
+
+
+def test_max_first_rewarms_a_resumed_session_at_its_largest_budget(tmp_path):
+    spec = tiny(sessions=1, warmup_policy="max-first", warmup=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    asks = iter(range(100))
+    first = run_session(
+        spec, RunWriter(path, None), 0, should_stop=lambda: "x" if next(asks) > 3 else None
+    )
+    assert (first.warmups, first.measured) == (1, 2)
+    run_sweep(spec, path, progress=False)
+    df = regimes.load(path)
+    assert_complete_once(spec, df)
+    warm = df.filter(pl.col("warmup")).sort("order")
+    assert warm["budget"].to_list() == [6, 6] and warm["trial"].to_list() == [0, 1]
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
