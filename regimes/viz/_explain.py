@@ -211,7 +211,8 @@ def memory_chart(result: Any) -> alt.LayerChart:
     """
     table = frame_attr(result, "effects")
     require(table, ["start", "end", "ratio", "adjusted_ratio"], "the effects")
-    memory = str(getattr(result, "memory", "memory"))
+    params = getattr(result, "params", None) or {}
+    memory = str(getattr(result, "memory", None) or params.get("memory", "memory"))
     quantities = [
         ("ratio over trend", "ratio", "ratio_low", "ratio_high"),
         (f"with {memory} held fixed", "adjusted_ratio", "adjusted_low", "adjusted_high"),

@@ -82,6 +82,15 @@ LOADER = """
     var panel = Math.max(180, Math.floor(width / cols) - AXES);
     grid.columns = cols;
     grid.spec.width = panel;
+    // Wide panels get taller, so that a curve keeps its slope readable; labels set at
+    // the foot of a panel (a fixed y in pixels) move down with it.
+    var taller = Math.max(grid.spec.height, Math.min(360, Math.round(panel * 0.38)));
+    var moved = taller - grid.spec.height;
+    grid.spec.height = taller;
+    (grid.spec.layer || []).forEach(function (layer) {
+      var y = layer.encoding && layer.encoding.y;
+      if (y && typeof y.value === "number" && y.value > 3) { y.value += moved; }
+    });
     views.forEach(function (v) {
       if (v !== grid && typeof v.width === "number") { v.width = cols * (panel + AXES) - AXES; }
     });

@@ -25,7 +25,12 @@ def _as_text(shown: pl.DataFrame) -> pl.DataFrame:
     def text(column: str, dtype: pl.DataType) -> pl.Expr:
         col = pl.col(column)
         if dtype.is_float():
-            col = col.fill_nan(None).round_sig_figs(4)
+            return (
+                col.fill_nan(None)
+                .map_elements(lambda v: f"{v:.4g}", return_dtype=pl.String)
+                .fill_null("")
+                .alias(column)
+            )
         if dtype.is_numeric() or dtype in (pl.String, pl.Boolean):
             return col.cast(pl.String).fill_null("").alias(column)
         return col.map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String).alias(

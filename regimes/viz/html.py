@@ -514,7 +514,13 @@ def build_report(
     comparison = None
     if baseline is not None:
         comparison = _compare(baseline, run.trials, (x, y), by, detect_options)
-        charts.insert(1, _comparison_section(comparison))
+        if comparison.shift.height:
+            charts.insert(1, _comparison_section(comparison))
+        else:
+            notes.append(
+                "No curve of this run matches one of the base run on "
+                f"{', '.join(comparison.group_columns)}; pass by= to match on fewer columns."
+            )
     name = run.meta.get("name") or run.meta.get("run_id") or (run.path.name if run.path else "")
     return RunReport(
         title=title or f"regimes report{': ' + str(name) if name else ''}",

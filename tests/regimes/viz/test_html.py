@@ -102,6 +102,8 @@ def test_page_reads_like_a_finding(report, page, synthetic_run):
     body = page[page.index("<header><h1>") : page.index('id="regimes-specs"')]
     assert body.count("<pre") == 1 and "<summary>Sweep specification</summary><pre>" in body
     assert "<table class='kv'>" in page and "<th scope='row'>min_ratio</th>" in page
+    # Four significant digits, not a float's binary tail (1.0549999999999998e-05).
+    assert re.search(r"<td class='num'>[^<]*(0{6,}|9{6,})", body) is None
     environment = page[page.index("<section id='environment'>") :]
     assert environment.index("<details>") < environment.index("Linux (synthetic)")
 
@@ -205,6 +207,11 @@ def test_report_against_a_base_run_says_what_changed(tmp_path):
     new = simulate_sweep(seed=2, **grid).trials
     report = build_report(new, baseline=base, n_boot=200)
     assert report.comparison.changes["status"].to_list() == ["vanished"]
+    other = new.with_columns(pl.lit("other").alias("model"))
+    unmatched = build_report(other, baseline=base, n_boot=200)
+    assert unmatched.comparison.shift.height == 0
+    assert "comparison" not in [s.key for s in unmatched.charts]
+    assert any("pass by= to match" in note for note in unmatched.notes)
     assert [s.key for s in report.charts][:2] == ["latency", "comparison"]
     vanished = next(line for line in report.findings() if "vanished" in line)
     assert re.fullmatch(
