@@ -396,3 +396,22 @@ def test_history_note_for_reports():
     confounded = history_sweep("none", order=FIXED_ORDER, sessions=5, trials=1)
     note = history_note(confounded, detect(confounded))
     assert note is not None and "cannot tell that cost from a budget regime" in note
+
+
+def test_detect_regimes_points_to_history_when_it_explains_an_anomaly():
+    sweep = history_sweep("none", sessions=6, trials=1, seed=0)
+    report = detect(sweep)
+    assert report.anomalies.height == 1
+    assert "is a first-visit cost, not a budget regime" in report.history_note
+    assert report.history_note.endswith("See regimes.history_effect.")
+    assert "History: The anomaly at" in report.summary()
+    confounded = detect(history_sweep("none", order=FIXED_ORDER, sessions=5, trials=1))
+    assert "cannot tell that cost from a budget regime" in confounded.history_note
+
+
+def test_detect_regimes_says_nothing_of_history_when_it_has_no_part():
+    real = detect(history_sweep("none", regime=(224, 288, 2.0)))
+    assert real.anomalies.height == 1 and real.history_note is None
+    no_order = detect(history_sweep("none", sessions=6, trials=1, seed=0).drop("order"))
+    assert no_order.history_note is None
+    assert "History:" not in no_order.summary()
