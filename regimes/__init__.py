@@ -42,6 +42,7 @@ __all__ = [
     "TRIAL_SCHEMA",
     "BackendComparison",
     "BoundaryAlignment",
+    "HistoryResult",
     "MemoryConfound",
     "PhaseAttribution",
     "RegimeReport",
@@ -57,6 +58,7 @@ __all__ = [
     "cache_speedup",
     "compare_backends",
     "detect_regimes",
+    "history_effect",
     "load",
     "memory_confound",
     "published_gpt2_medium",
@@ -73,6 +75,8 @@ _LAZY: dict[str, str] = {
     "align_boundaries": "regimes.explain.alignment",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
+    "HistoryResult": "regimes.explain.history",
+    "history_effect": "regimes.explain.history",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
     "RegimeReport": "regimes.detect",
@@ -97,6 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.detect import RegimeReport, RegimeResult, detect_regimes
     from regimes.explain.alignment import BoundaryAlignment, align_boundaries
     from regimes.explain.backends import BackendComparison, compare_backends
+    from regimes.explain.history import HistoryResult, history_effect
     from regimes.explain.memory import MemoryConfound, memory_confound
     from regimes.explain.phases import PhaseAttribution, attribute_phases
     from regimes.speedup import SpeedupResult, cache_speedup
