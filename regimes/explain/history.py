@@ -46,8 +46,9 @@ Imbens and Kolesar 2016): about the number of influential trials, not ``N - k``
 (derived for HC2, whose error HC3's exceeds, so the test errs on the safe side).
 On synthetic sweeps that mimic the H200 (4 ms a step, 33 ms a first visit, 3 % noise,
 4 fresh processes of 3 shuffled rounds over 15 budgets), 95 % intervals cover the true
-cost in 96 % of 200 draws (90 % with HC3 on ``N - k`` df and a smooth trend), and with
-no cost the test rejects in 0.5 %. p-values are two-sided; q-values are
+cost in 97 % of 400 draws (in 90 % with HC3 on ``N - k`` df and a smooth trend), and
+with no cost the test rejects in 1 %; with 10 % noise, or 2 processes of 2 rounds, the
+figures hold (97 % and 1-1.5 %). p-values are two-sided; q-values are
 Benjamini-Hochberg across the tested curves of the call.
 
 A curve is not tested (``untested``, with the reason) when no measured trial visits a

@@ -229,7 +229,7 @@ def test_a_real_budget_regime_does_not_bias_the_cost(cost):
 
 
 def test_intervals_cover_and_the_null_is_rarely_rejected_over_seeds():
-    # 40 synthetic sweeps each; the docstring's figures come from 200
+    # 40 synthetic sweeps each; the module docstring's figures come from 400
     covered = sum(
         (lambda e: e["ci_low"] <= FIRST_VISIT_S <= e["ci_high"])(
             only_effect(history_effect(history_sweep("none", seed=seed)))
