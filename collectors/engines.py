@@ -1,4 +1,4 @@
-"""Engines: generate exactly ``budget`` greedy tokens and time it.
+r"""Engines: generate exactly ``budget`` greedy tokens and time it.
 
 Two engines produce the same tokens by different code paths:
 
@@ -23,11 +23,11 @@ synchronised and a timestamp taken, which splits the latency into steps
 
 .. math::
 
-    s_0 = t_0' - t_0, \\qquad s_k = t_k' - t_{k-1}' \\; (1 \\le k < n-1), \\qquad
-    s_{n-1} = t_{\\text{end}} - t_{n-2}'
+    s_0 = t_0' - t_0, \qquad s_k = t_k' - t_{k-1}' \; (1 \le k < n-1), \qquad
+    s_{n-1} = t_{\text{end}} - t_{n-2}'
 
 where :math:`t_k'` is the end of step :math:`k` and the last step also carries the
-return path of the call, so that :math:`\\sum_k s_k` equals the latency. Step 0 is the
+return path of the call, so that :math:`\sum_k s_k` equals the latency. Step 0 is the
 prefill (it produces the first token); ``decode_s`` is the sum of the rest. In
 ``generate`` the per-step hook is a :class:`~transformers.StoppingCriteria`, which
 transformers calls synchronously once per step after the new token is appended (a
@@ -45,10 +45,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import Any
+from typing import Any, cast
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationMixin, StoppingCriteria, StoppingCriteriaList
 
 from .backends import Backend
 from .models import LoadedModel
@@ -74,7 +74,7 @@ class TrialTiming:
     decode_s: float | None
     step_s: list[float] | None
     new_tokens: int
-    tokens: torch.LongTensor
+    tokens: torch.Tensor
 
 
 class BudgetMismatch(RuntimeError):
@@ -102,7 +102,7 @@ class _StepClock(StoppingCriteria):
         self._never = torch.zeros(batch_size, dtype=torch.bool, device=device)
         self.stamps: list[float] = []
 
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         self._synchronize()
         self.stamps.append(perf_counter())
         return self._never
@@ -112,7 +112,7 @@ def _step_times(start: float, stamps: list[float], end: float) -> list[float]:
     # Step boundaries partition [start, end]: the last step runs to the final
     # synchronisation, so the steps add up to the latency exactly (see module docs).
     bounds = [start, *stamps[:-1], end]
-    return [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    return [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 @dataclass(frozen=True)
@@ -141,21 +141,15 @@ class _LoopPlan:
 def _greedy_loop(
     model: torch.nn.Module,
     plan: _LoopPlan,
-    input_ids: torch.LongTensor,
+    input_ids: torch.Tensor,
     budget: int,
     use_cache: bool,
     on_step: Callable[[], Any] | None,
-) -> torch.LongTensor:
+) -> torch.Tensor:
     generated: list[torch.Tensor] = []
     sequence = input_ids
     outputs = model(input_ids=input_ids, use_cache=use_cache, **plan.forward_extra)
     for step in range(budget):
-        if step:
-            if use_cache:
-                past = {plan.cache_name: getattr(outputs, plan.cache_name)}
-                outputs = model(input_ids=token, use_cache=True, **past, **plan.forward_extra)
-            else:
-                outputs = model(input_ids=sequence, use_cache=False, **plan.forward_extra)
         # float32 before the argmax, as generate does, so ties resolve identically.
         logits = outputs.logits[:, -1, :].to(dtype=torch.float32, copy=True)
         if plan.eos is not None:
@@ -166,12 +160,19 @@ def _greedy_loop(
             sequence = torch.cat([sequence, token], dim=1)
         if on_step is not None:
             on_step()
+        if step + 1 == budget:
+            break
+        if use_cache:
+            past = {plan.cache_name: getattr(outputs, plan.cache_name)}
+            outputs = model(input_ids=token, use_cache=True, **past, **plan.forward_extra)
+        else:
+            outputs = model(input_ids=sequence, use_cache=False, **plan.forward_extra)
     return torch.cat(generated, dim=1)
 
 
 def _check_inputs(
     loaded: LoadedModel, backend: Backend, input_ids: Any, budget: int, use_cache: bool, engine: str
-) -> torch.LongTensor:
+) -> torch.Tensor:
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
@@ -187,7 +188,8 @@ def _check_inputs(
         raise ValueError(f"input_ids must be a tensor of shape (1, prompt_tokens), got {shape}")
     if input_ids.shape[1] < 1 or input_ids.dtype != torch.long:
         raise ValueError(
-            f"input_ids must hold at least one token as torch.long, got {tuple(input_ids.shape)} {input_ids.dtype}"
+            "input_ids must hold at least one token as torch.long, "
+            f"got {tuple(input_ids.shape)} {input_ids.dtype}"
         )
     total = input_ids.shape[1] + budget
     if loaded.max_positions is not None and total > loaded.max_positions:
@@ -207,7 +209,7 @@ def _check_inputs(
 def run_generation(
     loaded: LoadedModel,
     backend: Backend,
-    input_ids: torch.LongTensor,
+    input_ids: torch.Tensor,
     *,
     budget: int,
     use_cache: bool,
@@ -216,10 +218,54 @@ def run_generation(
 ) -> TrialTiming:
     """Generate exactly ``budget`` greedy tokens after ``input_ids`` and time it.
 
-    ``input_ids`` (shape ``(1, P)``) is moved to the backend's device before the clock
-    starts. Raises :class:`BudgetMismatch` if the engine produced any other number of
-    tokens, and :class:`ValueError` for an unknown engine, a non-positive budget, a
-    sequence longer than the model's positions, or a model on another device.
+    The device is synchronised before the clock starts and before it stops (see the
+    module docstring for what the instrumented step times mean).
+
+    Parameters
+    ----------
+    loaded : LoadedModel
+        The model, already on ``backend``'s device.
+    backend : Backend
+        Where to run and how to synchronise.
+    input_ids : torch.Tensor
+        The prompt, shape ``(1, P)``, ``torch.long``; moved to the device before the
+        clock starts.
+    budget : int
+        Tokens to generate (``max_new_tokens``); end-of-sequence is suppressed.
+    use_cache : bool
+        Decode with the KV cache, or recompute the whole sequence at every step.
+    engine : str, default "generate"
+        ``"generate"`` (Hugging Face ``generate``) or ``"loop"`` (an explicit greedy
+        loop).
+    instrument : bool, default False
+        Synchronise after every step and return per-step times.
+
+    Returns
+    -------
+    TrialTiming
+        The latency, the phase split and step times when instrumented, and the tokens.
+
+    Raises
+    ------
+    BudgetMismatch
+        The engine produced another number of tokens.
+    ValueError
+        An unknown engine, a non-positive budget, a malformed prompt, a sequence
+        longer than the model's positions, or a model on another device.
+
+    See Also
+    --------
+    load_model : build or load the model.
+
+    Examples
+    --------
+    >>> from collectors.backends import get_backend
+    >>> from collectors.models import load_model, make_prompt
+    >>> loaded, cpu = load_model("tiny-gpt2"), get_backend("cpu")
+    >>> timing = run_generation(loaded, cpu, make_prompt(4, loaded.vocab_size), budget=8,
+    ...                         use_cache=True, engine="loop", instrument=True)
+    >>> timing.new_tokens, len(timing.step_s), timing.latency_s > 0
+    (8, 8, True)
     """
     input_ids = _check_inputs(loaded, backend, input_ids, budget, use_cache, engine)
     prompt_length = input_ids.shape[1]
@@ -237,7 +283,7 @@ def run_generation(
                 kwargs["stopping_criteria"] = StoppingCriteriaList([clock])
             backend.synchronize()
             start = perf_counter()
-            sequences = loaded.model.generate(input_ids, **kwargs)
+            sequences = cast(GenerationMixin, loaded.model).generate(input_ids, **kwargs)
             backend.synchronize()
             end = perf_counter()
             tokens = sequences[:, prompt_length:]

@@ -8,8 +8,9 @@ anything else written to stdout (by a library, say) is sent to stderr instead, s
 parent can trust every line it reads.
 
 Exit status: 0 the session is done, 3 the ``--deadline`` passed (the trial in flight,
-and the first measured trial of a case whose warm-ups had begun, were finished first), 130 interrupted, 2 the run directory is unusable. The session
-also stops, as if interrupted, when its parent process is gone.
+and the first measured trial of a case whose warm-ups had begun, were finished first),
+130 interrupted, 2 the run directory is unusable. The session also stops, as if
+interrupted, when its parent process is gone.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["main"]
 
 
 def _event_stream() -> IO[str]:
-    """A line-buffered handle on the real stdout; fd 1 itself then points to stderr."""
+    """Open a line-buffered handle on the real stdout; fd 1 then points to stderr."""
     events_fd = os.dup(sys.stdout.fileno())
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -37,6 +38,7 @@ def _event_stream() -> IO[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the session named on the command line; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m collectors.worker", description=__doc__.splitlines()[0]
     )
@@ -64,9 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from regimes.data.io import RunWriter
 
+    from ._session import DEADLINE, EXIT_CODES, run_session
     from .spec import SweepSpec
-    from .sweep import _DEADLINE as DEADLINE
-    from .sweep import EXIT_CODES, run_session
 
     try:
         writer = RunWriter(args.run_dir, None)

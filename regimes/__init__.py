@@ -42,6 +42,7 @@ __all__ = [
     "TRIAL_SCHEMA",
     "BackendComparison",
     "BoundaryAlignment",
+    "ComparisonResult",
     "HistoryResult",
     "MemoryConfound",
     "PhaseAttribution",
@@ -57,6 +58,7 @@ __all__ = [
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
+    "compare_runs",
     "detect_regimes",
     "history_effect",
     "load",
@@ -73,6 +75,8 @@ _LAZY: dict[str, str] = {
     "compare_backends": "regimes.explain.backends",
     "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
+    "ComparisonResult": "regimes.compare",
+    "compare_runs": "regimes.compare",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
     "HistoryResult": "regimes.explain.history",
@@ -97,6 +101,7 @@ _MODULES: dict[str, str] = {
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
     from regimes.detect import RegimeReport, RegimeResult, detect_regimes
     from regimes.explain.alignment import BoundaryAlignment, align_boundaries

@@ -36,6 +36,9 @@ def _build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register_analysis(sub)
+    from regimes.cli._compare import register as register_compare
+
+    register_compare(sub)
     return parser
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,8 +257,46 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     return Run(trials, steps, errors, meta, p)
 
 
-def load(path: str | os.PathLike[str]) -> pl.DataFrame:
-    """Return the trial table of a run directory or file (polars, sorted by ``order``)."""
+def load(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> pl.DataFrame:
+    """Return the trial table of a run directory or file (polars, sorted by ``order``).
+
+    Parameters
+    ----------
+    path : str, os.PathLike, or a list or tuple of them
+        A run directory, or a ``.parquet`` / ``.csv`` trial file. Several runs, a list
+        of paths or a ``str`` glob pattern (``"runs/h200-*"``), are read lazily with
+        :func:`polars.scan_parquet` and concatenated run after run, each with its
+        ``run_id`` and the environment columns ``torch_version``,
+        ``transformers_version``, ``os_version``, ``python_version`` and ``host`` from
+        its ``meta.json`` (``device`` filled from it where the trials lack one).
+
+    Returns
+    -------
+    polars.DataFrame
+        The trial table (:data:`regimes.TRIAL_SCHEMA` for a run directory).
+
+    Raises
+    ------
+    RegimesInputError
+        A path that does not exist or is not a run, a pattern that matches nothing, an
+        unreadable part, or one run given twice.
+
+    See Also
+    --------
+    regimes.read_run : the trials with the steps, errors and metadata of one run.
+    regimes.compare_runs : two runs compared.
+
+    Examples
+    --------
+    >>> import regimes
+    >>> runs = regimes.load("examples/data/cuda-h200-*")
+    >>> runs.select("run_id", "torch_version").unique().height >= 2
+    True
+    """
+    from regimes.data._runs import is_several, load_runs
+
+    if is_several(path) or not isinstance(path, (str, os.PathLike)):
+        return load_runs(path)
     trials = read_run(path).trials
     if "order" in trials.columns and trials.height:
         trials = trials.sort("order", nulls_last=True)

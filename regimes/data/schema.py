@@ -54,10 +54,12 @@ TRIAL_SCHEMA: dict[str, pl.DataType] = {
     "rss_bytes": pl.Int64(),
     "instrumented": pl.Boolean(),
     "process_id": pl.String(),
+    "host": pl.String(),
 }
-"""Column types of the trial table (DESIGN.md). ``engine`` and ``process_id`` are
-additions: which generation engine produced the row, and a unique id of the OS process
-it ran in (a resumed session runs in a new process, and that must stay visible)."""
+"""Column types of the trial table (DESIGN.md). ``engine``, ``process_id`` and ``host``
+are additions: which generation engine produced the row, a unique id of the OS process
+it ran in (a resumed session runs in a new process, and that must stay visible), and
+the machine's host name (null in runs written before it was recorded)."""
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("backend", "model", "use_cache", "budget", "latency_s")
 

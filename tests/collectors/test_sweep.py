@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from collections import Counter
 
 import polars as pl
@@ -17,13 +18,13 @@ import pytest
 import regimes
 from collectors import engines, models
 from collectors.spec import Case, SpecError, SweepSpec
+from collectors._process import crash_error_rows
+from collectors._session import DEADLINE, process_id
+from collectors._signals import Interrupts
 from collectors.sweep import (
     RunState,
     ScheduledTrial,
-    _crash_error_rows,
-    _Interrupts,
     plan_session,
-    process_id,
     run_session,
     run_sweep,
     schedule,
@@ -166,6 +167,22 @@ def test_sweep_writes_the_trial_schema(tiny_run):
     assert not df["instrumented"].any() and df["prefill_s"].is_null().all()
     assert df["rss_bytes"].min() > 0
     assert set(df["engine"]) == {"generate"} and set(df["device"]) == {models_device()}
+
+
+def test_every_trial_records_its_host(tiny_run):
+    _, path, _ = tiny_run
+    df = regimes.load(path)
+    assert df["host"].null_count() == 0 and set(df["host"]) == {socket.gethostname()}
+
+
+def test_a_run_written_without_the_host_column_still_loads(tmp_path, tiny_run):
+    _, path, _ = tiny_run
+    old = regimes.load(path).drop("host")
+    (tmp_path / "old" / "trials").mkdir(parents=True)
+    old.write_parquet(tmp_path / "old" / "trials" / "part-0.parquet")  # as older versions wrote
+    df = regimes.load(tmp_path / "old")
+    assert df.schema == pl.Schema(regimes.TRIAL_SCHEMA)
+    assert df.height == old.height and df["host"].is_null().all()
 
 
 def models_device() -> str:
@@ -333,7 +350,7 @@ def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
 def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeypatch):
     """Slices end on a counted deadline (a controllable clock); each slice stands for a
     fresh process, as with ``--max-seconds`` reruns, so it gets its own process id."""
-    from collectors import sweep
+    from collectors import _session
 
     spec = tiny(warmup=2, trials=2, sessions=2, budgets=[2, 4])
     path = tmp_path / "run"
@@ -344,7 +361,9 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
     for session in range(spec.sessions):
         while plan_session(spec, session, RunState.read(writer)):
             slices += 1
-            monkeypatch.setattr(sweep, "process_id", lambda slice_id=slices: f"slice-{slice_id}")
+            monkeypatch.setattr(
+                _session, "process_id", lambda slice_id=slices: f"slice-{slice_id}"
+            )
             asks = iter(range(10_000))
             # The 1st question comes before the model load; the deadline then passes
             # after the first warm-up of the slice's second case.
@@ -352,7 +371,7 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
                 spec,
                 writer,
                 session,
-                should_stop=lambda asks=asks: sweep._DEADLINE if next(asks) >= 5 else None,
+                should_stop=lambda asks=asks: DEADLINE if next(asks) >= 5 else None,
             )
             stopped_mid_warmup += outcome.warmups % spec.warmup != 0
             assert outcome.measured > 0  # a slice always gets through a warmed case
@@ -378,12 +397,12 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
 
     totals = []
 
-    class Recording(sweep._Progress):
+    class Recording(sweep.Progress):
         def __init__(self, total: int, enabled: bool):
             totals.append(total)
             super().__init__(total, enabled)
 
-    monkeypatch.setattr(sweep, "_Progress", Recording)
+    monkeypatch.setattr(sweep, "Progress", Recording)
     spec = tiny(warmup=2, sessions=1)
     path = tmp_path / "run"
     run_sweep(spec, path, max_seconds=1e-9, progress=False)
@@ -392,7 +411,7 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
         spec,
         RunWriter(path, None),
         0,
-        should_stop=lambda asks=asks: sweep._DEADLINE if next(asks) >= 5 else None,
+        should_stop=lambda asks=asks: DEADLINE if next(asks) >= 5 else None,
     )
     assert first.measured == 2 and first.warmups == 4
     result = run_sweep(spec, path, progress=False)
@@ -428,7 +447,7 @@ def test_a_crashed_session_process_is_charged_to_its_case():
     spec = tiny(sessions=1)
     case = spec.cases()[3]
     start = {"event": "start", "session": 0, "case": case.__dict__, "trial": 0, "warmup": False}
-    rows = _crash_error_rows("r", spec, 0, start, -signal.SIGKILL)
+    rows = crash_error_rows("r", spec, 0, start, -signal.SIGKILL)
     assert (
         len(rows) == 1
         and rows[0]["budget"] == case.budget
@@ -442,13 +461,13 @@ def test_a_crashed_session_process_is_charged_to_its_case():
         "backend": "cpu",
         "dtype": "float32",
     }
-    assert len(_crash_error_rows("r", spec, 0, load, 1)) == len(spec.cases())
-    assert _crash_error_rows("r", spec, 0, None, 1) == []
+    assert len(crash_error_rows("r", spec, 0, load, 1)) == len(spec.cases())
+    assert crash_error_rows("r", spec, 0, None, 1) == []
 
 
 def test_signals_wait_for_the_part_being_written():
     before = signal.getsignal(signal.SIGTERM)
-    guard = _Interrupts()
+    guard = Interrupts()
     written = []
     with guard, pytest.raises(KeyboardInterrupt):
         with guard.deferred():

@@ -1,7 +1,7 @@
 """cache_speedup: speedup per budget with bootstrap CIs, and collapses below its trend.
 
 The trial data are synthetic (seeded): either lognormal trials around the published
-gpt2-medium MPS cache table of DESIGN.md, or :func:`regimes.simulate_sweep` curves;
+gpt2-medium MPS cache table (docs/data.md), or :func:`regimes.simulate_sweep` curves;
 except the committed real CUDA run ``examples/data/cuda-h200-gpt2``.
 """
 
