@@ -190,7 +190,7 @@ class HistoryResult(AnalysisResult):
         return (
             f"{group_label(row, self.group_columns)}: {_MS * row['first_visit_s']:.3g} ms "
             f"[{_MS * row['ci_low']:.3g}, {_MS * row['ci_high']:.3g}] per new length, "
-            f"q={row['q_value']:.2g}{star}; {100 * row['latency_share']:.0f}% of measured "
+            f"q={row['q_value']:.2g}{star}; {round(100 * row['latency_share']):d}% of measured "
             f"latency ({row['n_first_visit_trials']} of {row['n_trials']} trials visit new "
             f"lengths, {row['n_processes']} process(es))"
         )
@@ -921,7 +921,7 @@ def _cost_sentence(history: HistoryResult, row: dict[str, Any]) -> str | None:
         f"Latency depends on process history: {_label(history, row)} pays "
         f"{_MS * row['first_visit_s']:.3g} ms [{_MS * row['ci_low']:.3g}, "
         f"{_MS * row['ci_high']:.3g}] per KV length met for the first time in its process "
-        f"({100 * row['latency_share']:.0f}% of its measured latency, "
+        f"({round(100 * row['latency_share']):d}% of its measured latency, "
         f"q={row['q_value']:.2g})."
     )
 

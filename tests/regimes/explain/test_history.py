@@ -45,6 +45,7 @@ def history_sweep(
     regime: tuple[int, int, float] | None = None,
     model: str = "gpt2",
     cv: float = 0.03,
+    budgets: Sequence[int] = BUDGETS,
 ) -> pl.DataFrame:
     """A synthetic sweep: ``sessions`` fresh processes, ``trials`` rounds over BUDGETS.
 
@@ -60,7 +61,7 @@ def history_sweep(
         plan = [
             b
             for _ in range(trials)
-            for b in (order if order is not None else rng.permutation(BUDGETS))
+            for b in (order if order is not None else rng.permutation(budgets))
         ]
         factor = float(np.exp(rng.normal(0.0, 0.03)))
         process, seen, warmed, planned = 0, set(), set(), []
@@ -68,7 +69,7 @@ def history_sweep(
             if index == 0 or fresh_process_per_trial:
                 process, seen, warmed = process + 1, set(), set()
                 if warmup_policy == "max-first":
-                    planned.append((max(BUDGETS), True, process))
+                    planned.append((max(budgets), True, process))
             if warmup_policy == "per-case" and budget not in warmed:
                 warmed.add(budget)
                 planned.append((int(budget), True, process))
