@@ -141,10 +141,12 @@ class HistoryResult(AnalysisResult):
         One row per tested curve: the group columns, ``first_visit_s`` (seconds per
         newly visited KV length), ``ci_low``, ``ci_high`` (HC3 t interval at
         ``level``), ``df`` (its Bell-McCaffrey degrees of freedom), ``p_value``
-        (two-sided), ``q_value`` (Benjamini-Hochberg across the
-        tested curves), ``significant`` (``q_value < alpha``), ``latency_share`` (the
-        share of the curve's measured latency that first visits account for:
-        ``first_visit_s * sum(n_new_lengths) / sum(y)``), ``n_trials`` (measured),
+        (two-sided), ``q_value`` (Benjamini-Hochberg across the tested curves),
+        ``significant`` (``q_value < alpha``), ``first_trial_s`` (what the first trial
+        of a process costs on top, start-up; 0 when it cannot be estimated),
+        ``latency_share`` (the share of the curve's measured latency that first visits
+        account for: ``first_visit_s * sum(n_new_lengths) / sum(y)``), ``n_trials``
+        (measured),
         ``n_first_visit_trials`` (measured trials with ``n_new_lengths > 0``) and
         ``n_processes``.
     trials : polars.DataFrame
