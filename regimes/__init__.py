@@ -45,6 +45,7 @@ __all__ = [
     "BackendResult",
     "BoundaryAlignment",
     "ComparisonResult",
+    "HistoryResult",
     "MemoryConfound",
     "MemoryResult",
     "PhaseAttribution",
@@ -63,6 +64,7 @@ __all__ = [
     "compare_backends",
     "compare_runs",
     "detect_regimes",
+    "history_effect",
     "load",
     "memory_confound",
     "published_gpt2_medium",
@@ -84,6 +86,8 @@ _LAZY: dict[str, str] = {
     "PhaseResult": "regimes.explain.phases",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
+    "HistoryResult": "regimes.explain.history",
+    "history_effect": "regimes.explain.history",
     "MemoryResult": "regimes.explain.memory",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
@@ -114,6 +118,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         align_boundaries,
     )
     from regimes.explain.backends import BackendComparison, BackendResult, compare_backends
+    from regimes.explain.history import HistoryResult, history_effect
     from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
     from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
     from regimes.speedup import SpeedupResult, cache_speedup
