@@ -213,3 +213,21 @@ def test_fleet_sweep_survives_a_killed_worker(
         sessions = run.trials.filter(pl.col("host") == host).sort("order")["session"].to_list()
         blocks = [s for i, s in enumerate(sessions) if i == 0 or s != sessions[i - 1]]
         assert len(blocks) == len(set(blocks)), (host, sessions)
+
+
+def test_detection_tells_two_identical_machines_apart() -> None:
+    import regimes
+
+    # synthetic: two machines with the same device name, one spiky and one smooth
+    spiky = regimes.simulate_sweep(anomaly="spike", ratio=3.0, seed=1).trials
+    smooth = regimes.simulate_sweep(seed=2).trials
+    trials = pl.concat(
+        [spiky.with_columns(host=pl.lit("mac-a")), smooth.with_columns(host=pl.lit("mac-b"))]
+    )
+    report = regimes.detect_regimes(trials, seed=0)
+    assert "host" in report.curve.columns
+    assert set(report.anomalies["host"].to_list()) == {"mac-a"}
+    # one machine: host is no group column, as in runs that never recorded it
+    assert (
+        "host" not in regimes.detect_regimes(spiky.with_columns(host=pl.lit("mac-a"))).curve.columns
+    )
