@@ -17,10 +17,10 @@ import pytest
 
 import regimes
 from collectors import engines, models
-from collectors.spec import Case, SpecError, SweepSpec
 from collectors._process import crash_error_rows
 from collectors._session import DEADLINE, process_id
 from collectors._signals import Interrupts
+from collectors.spec import Case, SpecError, SweepSpec
 from collectors.sweep import (
     RunState,
     ScheduledTrial,
@@ -361,9 +361,7 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
     for session in range(spec.sessions):
         while plan_session(spec, session, RunState.read(writer)):
             slices += 1
-            monkeypatch.setattr(
-                _session, "process_id", lambda slice_id=slices: f"slice-{slice_id}"
-            )
+            monkeypatch.setattr(_session, "process_id", lambda slice_id=slices: f"slice-{slice_id}")
             asks = iter(range(10_000))
             # The 1st question comes before the model load; the deadline then passes
             # after the first warm-up of the slice's second case.

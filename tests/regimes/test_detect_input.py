@@ -135,7 +135,8 @@ def test_rounded_latencies_without_trial_identity_are_all_kept() -> None:
         }
     )
     assert table.is_duplicated().sum() > 40  # rounding makes many rows identical
-    rep = detect_regimes(table)
+    with pytest.warns(RegimesWarning, match="each row is taken as one trial"):
+        rep = detect_regimes(table)
     assert rep.curve["n"].to_list() == [24, 24, 24, 24]
     medians = table.group_by("budget").agg(pl.col("latency_s").median()).sort("budget")
     assert rep.curve["median"].to_list() == medians["latency_s"].to_list()
