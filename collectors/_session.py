@@ -227,11 +227,17 @@ class _SessionRun:
                 use_cache=case.use_cache,
                 engine=self.spec.engine,
                 instrument=self.spec.instrument,
+                slowdown=self.injected_factor(case) or 1.0,
             )
             return timing, backend.memory()
         except Exception as exc:
             self.record_errors([case], exc, remaining)
         return None
+
+    def injected_factor(self, case: Case) -> float | None:
+        """Return the slowdown injected into ``case`` (``None`` in a run without one)."""
+        inject = self.spec.inject
+        return inject.factor_for(case.budget) if inject is not None else None
 
     def trial_row(
         self, item: ScheduledTrial, timing: engines.TrialTiming, memory: dict[str, int | None]
@@ -254,6 +260,7 @@ class _SessionRun:
             "instrumented": self.spec.instrument,
             "process_id": process_id(),
             "host": host_name(),
+            "injected_factor": self.injected_factor(item.case),
         }
 
     @staticmethod

@@ -46,6 +46,8 @@ class RunState:
     warmups_stored: dict[tuple[Case, int], int]
     next_order: int
     run_id: str
+    sessions: frozenset[int] = frozenset()
+    """Every session number with a trial or an error on disk."""
 
     @classmethod
     def read(cls, writer: RunWriter) -> RunState:
@@ -65,7 +67,8 @@ class RunState:
         )
         warmups_stored = {(Case(*row[:-2]), row[-2]): row[-1] for row in warm.iter_rows()}
         next_order = int(trials["order"].max()) + 1 if trials.height else 0  # type: ignore[arg-type]
-        return cls(done, failed, warmups_stored, next_order, writer.run_id)
+        sessions = frozenset(trials["session"].to_list()) | frozenset(errors["session"].to_list())
+        return cls(done, failed, warmups_stored, next_order, writer.run_id, sessions)
 
 
 def error_row(

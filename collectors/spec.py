@@ -21,6 +21,14 @@ of *cases*, each measured ``trials`` times in each of ``sessions`` sessions afte
     sessions      = 2
     isolation     = "process"
 
+Fault injection. ``inject = { start = 505, stop = 633, factor = 3.0 }`` (stop inclusive)
+slows every real generation whose budget lies in ``start..stop`` by ``factor``: after
+each step the device is synchronised and the host waits ``factor - 1`` times the time
+that step took, so the whole generation takes about ``factor`` times as long (see
+:mod:`collectors.engines`). Such a run is a known answer for tests and benchmarks, and
+it is always marked synthetic: ``meta.json`` holds ``inject`` and ``synthetic: true``,
+and every trial its ``injected_factor`` (1.0 outside the interval).
+
 Every mistake a spec can hold (an unknown key, with the closest valid one suggested; an
 unknown model, dtype or engine; empty or non-positive budgets; a sequence longer than
 the model's positions; a backend this machine lacks; a value of the wrong type) raises
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 import sys
@@ -50,7 +59,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["Case", "FLEET_SESSIONS", "ISOLATIONS", "SpecError", "SweepSpec"]
+__all__ = ["Case", "FLEET_SESSIONS", "ISOLATIONS", "Injection", "SpecError", "SweepSpec"]
 
 ISOLATIONS: tuple[str, ...] = ("none", "process")
 
@@ -64,6 +73,37 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 class SpecError(RegimesInputError):
     """A sweep specification that cannot be run; the message names the problem."""
+
+
+@dataclass(frozen=True)
+class Injection:
+    """A known slowdown: generations with a budget in ``start..stop`` take ``factor`` x.
+
+    Parameters
+    ----------
+    start, stop : int
+        The budget interval, both ends included.
+    factor : float
+        How many times longer each step (and so the whole generation) takes; >= 1.
+
+    Examples
+    --------
+    >>> inject = Injection(505, 633, 3.0)
+    >>> inject.factor_for(504), inject.factor_for(505), inject.factor_for(633)
+    (1.0, 3.0, 3.0)
+    """
+
+    start: int
+    stop: int
+    factor: float
+
+    def factor_for(self, budget: int) -> float:
+        """Return the slowdown of a generation of ``budget`` tokens (1.0 outside)."""
+        return self.factor if self.start <= budget <= self.stop else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the injection as the TOML table that specifies it."""
+        return {"start": self.start, "stop": self.stop, "factor": self.factor}
 
 
 @dataclass(frozen=True, order=True)
@@ -252,6 +292,30 @@ def _budgets(key: str, value: Any, known: Mapping[str, Any]) -> tuple[int, ...]:
     return _unique_list(_budget_item)(key, value, known)
 
 
+def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
+    if value is None or isinstance(value, Injection):
+        return value
+    if not isinstance(value, Mapping):
+        raise SpecError(
+            f"'inject' must be a table {{start, stop, factor}}, got {value!r} ({_type_name(value)})"
+        )
+    allowed = ("start", "stop", "factor")
+    for name in value:
+        if name not in allowed:
+            raise SpecError(f"unknown key {name!r} in 'inject'{_suggest(name, allowed)}")
+    missing = [name for name in allowed if name not in value]
+    if missing:
+        raise SpecError(f"'inject' lacks {missing}; give {{start, stop, factor}} (stop inclusive)")
+    start = _int("inject.start", value["start"], minimum=1)
+    stop = _int("inject.stop", value["stop"], minimum=start)
+    factor = value["factor"]
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
+        raise SpecError(f"'inject.factor' must be a number >= 1 (a slowdown), got {factor!r}")
+    if not math.isfinite(factor):
+        raise SpecError(f"'inject.factor' must be finite, got {factor!r}")
+    return Injection(start, stop, float(factor))
+
+
 def _fits_positions(values: Mapping[str, Any]) -> None:
     """Every model's position table holds the longest prompt plus the largest budget."""
     prompts, budgets = values["prompt_tokens"], values["budgets"]
@@ -265,6 +329,14 @@ def _fits_positions(values: Mapping[str, Any]) -> None:
                 f"prompt_tokens ({max(prompts)}) + budget ({max(budgets)}) = {longest} "
                 f"exceeds {model}'s {limit} positions"
             )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Injection):
+        return value.to_dict()
+    return value
 
 
 _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
@@ -282,6 +354,7 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "instrument": _flag,
     "engine": _one_of(ENGINES),
     "seed": _integer(None),
+    "inject": _inject,
     "fleet_sessions": _one_of(FLEET_SESSIONS),
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
@@ -331,6 +404,9 @@ class SweepSpec:
         ``"generate"`` or ``"loop"``.
     seed : int
         Seed of the schedule's shuffles, the prompts and the random weights.
+    inject : Injection or None
+        A known slowdown over a budget interval (fault injection; the data are then
+        synthetic).
     fleet_sessions : str
         On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
         has its backend, ``"every-host"`` runs every session on every such host.
@@ -361,6 +437,7 @@ class SweepSpec:
     instrument: bool = False
     engine: str = "generate"
     seed: int = 0
+    inject: Injection | None = None
     fleet_sessions: str = "shared"
 
     @classmethod
@@ -449,10 +526,7 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the spec as plain JSON/TOML values (budgets as the explicit list)."""
-        return {
-            name: list(value) if isinstance(value, tuple) else value
-            for name, value in ((f.name, getattr(self, f.name)) for f in fields(self))
-        }
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     def differences(self, other: SweepSpec) -> list[str]:
         """Keys whose values differ between ``self`` and ``other``."""

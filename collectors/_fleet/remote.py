@@ -149,7 +149,13 @@ def run_unit(order: UnitOrder) -> dict[str, Any]:
         messages: list[str] = []
         try:
             status = run_process_session(
-                spec, writer, order.session, order.deadline, None, shipper, messages
+                {order.session: spec},
+                order.session,
+                writer,
+                order.deadline,
+                None,
+                shipper,
+                messages,
             )
         except KeyboardInterrupt:
             status = "interrupted"

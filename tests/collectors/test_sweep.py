@@ -24,8 +24,10 @@ from collectors.spec import Case, SpecError, SweepSpec
 from collectors.sweep import (
     RunState,
     ScheduledTrial,
+    collect_budgets,
     plan_session,
     run_session,
+    run_stored_session,
     run_sweep,
     schedule,
 )
@@ -76,7 +78,7 @@ def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     assert len(order) == spec.trials_per_session()
     groups = [t.case.load_key for t in order]
     # each model is loaded once per session: its generations are contiguous
-    changes = sum(1 for a, b in zip(groups, groups[1:], strict=False) if a != b)
+    changes = sum(1 for a, b in zip(groups[:-1], groups[1:], strict=True) if a != b)
     assert changes == len(spec.models) - 1
     per_group = len(spec.cases()) // len(spec.models)
     for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
@@ -492,3 +494,118 @@ def test_interrupted_compaction_leaves_readable_duplicates(tmp_path, tiny_run):
 def test_case_labels_are_readable():
     case = Case("tiny-gpt2", "cpu", "float32", False, 4, 6)
     assert case.label() == "tiny-gpt2/cpu/float32/no-cache/prompt=4/budget=6"
+
+
+# -- fault injection -------------------------------------------------------------------
+
+
+def test_an_injected_run_is_marked_synthetic_in_meta_and_every_trial(tmp_path, monkeypatch):
+    asked = []
+    real = engines.run_generation
+
+    def spy(loaded, backend, input_ids, *, budget, slowdown=1.0, **kwargs):
+        asked.append((budget, slowdown))
+        return real(loaded, backend, input_ids, budget=budget, slowdown=slowdown, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", spy)
+    spec = tiny(sessions=1, inject={"start": 3, "stop": 4, "factor": 2.5})
+    run_sweep(spec, tmp_path / "run", progress=False)
+    run = read_run(tmp_path / "run")
+    assert run.meta["synthetic"] is True
+    assert run.meta["inject"] == {"start": 3, "stop": 4, "factor": 2.5}
+    factors = dict(run.trials.select("budget", "injected_factor").unique().iter_rows())
+    assert factors == {2: 1.0, 4: 2.5, 6: 1.0}
+    assert {budget: slowdown for budget, slowdown in asked} == factors  # warm-ups too
+
+
+def test_a_run_without_injection_has_no_injected_factor(tiny_run):
+    _, path, _ = tiny_run
+    run = read_run(path)
+    assert run.trials["injected_factor"].is_null().all() and "synthetic" not in run.meta
+
+
+# -- collect_budgets: more budgets in fresh sessions of the same run ---------------------
+
+
+def test_collect_budgets_appends_fresh_sessions_of_the_same_spec(tmp_path):
+    spec = tiny(sessions=2, inject={"start": 5, "stop": 5, "factor": 2.0})
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False)
+    before = regimes.load(path)
+    result = collect_budgets(path, [3, 5], sessions=2, trials=1)
+    assert result.status == "complete" and result.sessions == (2, 3)
+    assert result.batch == "batch-0" and result.measured == 2 * 2 * 2 * 1
+    df = regimes.load(path)
+    new = df.filter(pl.col("session") >= 2)
+    assert df.filter(pl.col("session") < 2).sort("order").equals(before.sort("order"))
+    assert set(new["budget"]) == {3, 5} and set(new["use_cache"]) == {True, False}
+    assert (
+        measured(new).group_by("session", "budget", "use_cache").len()["len"].to_list() == [1] * 8
+    )
+    assert dict(new.select("budget", "injected_factor").unique().iter_rows()) == {3: 1.0, 5: 2.0}
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert df["order"].sort().to_list() == list(range(df.height))
+    assert new["process_id"].n_unique() == 1 and new["run_id"][0] == before["run_id"][0]
+    meta = read_run(path).meta
+    assert meta["batches"][0]["sessions"] == [2, 3]
+    assert meta["batches"][0]["overrides"] == {"budgets": [3, 5], "trials": 1}
+    assert result.measured_on_disk == result.measured_expected == spec.total_trials() + 8
+    # a finished batch is not resumed: the same call again takes new sessions
+    again = collect_budgets(path, [3, 5], sessions=2, trials=1)
+    assert again.sessions == (4, 5) and again.batch == "batch-1"
+
+
+def test_an_interrupted_batch_resumes_with_the_same_sessions(tmp_path):
+    spec = tiny(sessions=1, warmup=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False)
+    stopped = collect_budgets(path, [3], sessions=2, max_seconds=1e-9)
+    assert stopped.status == "incomplete" and stopped.measured == 0
+    writer = RunWriter(path, None)
+    asks = iter(range(100))
+    partial = run_stored_session(
+        path, 1, should_stop=lambda: "deadline" if next(asks) >= 3 else None
+    )
+    assert partial.measured == 1
+    resumed = collect_budgets(path, [3], sessions=2)
+    assert resumed.status == "complete" and resumed.sessions == stopped.sessions == (1, 2)
+    assert resumed.measured == 2 * 2 * spec.trials - 1
+    df = regimes.load(path)
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert len(RunState.read(writer).sessions) == 3
+    assert [b["batch"] for b in read_run(path).meta["batches"]] == ["batch-0"]
+
+
+def test_a_named_batch_resumes_and_must_keep_its_settings(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1), path, progress=False)
+    first = collect_budgets(path, [3], batch="probe-3")
+    assert collect_budgets(path, [3], batch="probe-3").sessions == first.sessions
+    with pytest.raises(SpecError, match="batch 'probe-3' was recorded with"):
+        collect_budgets(path, [5], batch="probe-3")
+
+
+def test_collect_budgets_checks_budgets_against_the_spec(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1), path, progress=False)
+    with pytest.raises(SpecError, match="'budgets' must be positive"):
+        collect_budgets(path, [0])
+    with pytest.raises(SpecError, match="exceeds tiny-gpt2's 2048 positions"):
+        collect_budgets(path, [4000])
+    with pytest.raises(SpecError, match="sessions must be a positive integer"):
+        collect_budgets(path, [3], sessions=0)
+    with pytest.raises(SpecError, match="not a run directory"):
+        collect_budgets(tmp_path / "nothing", [3])
+    assert "batches" not in read_run(path).meta
+
+
+def test_a_batch_in_fresh_processes_runs_the_batch_spec(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1, trials=1, use_cache=[True], budgets=[2]), path, progress=False)
+    result = collect_budgets(path, [3, 4], isolation="process", warmup=0)
+    assert result.status == "complete", result.summary()
+    new = regimes.load(path).filter(pl.col("session") == 1)
+    assert sorted(new["budget"]) == [3, 4] and not new["warmup"].any()
+    assert new["process_id"].n_unique() == 1 and process_id() not in set(new["process_id"])
+    with pytest.raises(SpecError, match="has no session 7"):
+        run_stored_session(path, 7)
