@@ -103,6 +103,8 @@ def cluster(
         address = json.loads(scheduler_file.read_text())["address"]
         with Client(address, set_as_default=False) as client:
             client.wait_for_workers(3, timeout=120)
+            # torch imported once per worker here, so the tests time the sweeps
+            client.run(__import__, "collectors.environment")
         yield address, procs
     finally:
         for proc in procs.values():
@@ -142,7 +144,7 @@ def test_spec_naming_a_backend_no_host_offers_is_refused(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 2, done.stderr
@@ -169,11 +171,11 @@ def test_fleet_sweep_survives_a_killed_worker(
         _wait_for(
             lambda: child.poll() is not None or _trials_of(out, HOST_B) >= 1,
             "a trial from the second host",
-            timeout=120,
+            timeout=300,
         )
         assert child.poll() is None, f"the sweep ended before the kill: {child.communicate()}"
         procs["b"].send_signal(signal.SIGKILL)
-        stdout, stderr = child.communicate(timeout=180)
+        stdout, stderr = child.communicate(timeout=300)
     finally:
         if child.poll() is None:
             child.kill()
@@ -186,7 +188,7 @@ def test_fleet_sweep_survives_a_killed_worker(
             env=env,
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=300,
         )
         stdout, stderr = done.stdout, done.stderr
     assert "sweep complete" in stdout, stderr
