@@ -520,6 +520,8 @@ def _probe_row(index: int, state: BoundaryState, probe: Any) -> tuple[Any, ...]:
         decision = b.left_state
     elif probe.decision == RIGHT:
         decision = b.right_state
+    elif probe.between:
+        decision = "between"
     else:
         decision = "undecided" if probe.exhausted else "pending"
     return (

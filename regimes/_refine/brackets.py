@@ -22,7 +22,7 @@ line in ``log budget`` (docs/method.md, refinement):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,8 @@ class Boundary:
     right: Line
     left_state: str
     right_state: str
+    line_var: float = 0.0
+    """Variance of a level line at the bracket (that of its grid anchor cells)."""
 
     def levels(self, budget: int) -> tuple[float, float]:
         """``(mu_left, mu_right)`` at ``budget``."""
@@ -160,6 +162,8 @@ class _CurveCells:
     budgets: np.ndarray
     log_trend: np.ndarray
     log_ratio: np.ndarray
+    n: np.ndarray
+    sessions: np.ndarray
 
     def index(self, budget: int) -> int:
         return int(np.searchsorted(self.budgets, budget))
@@ -180,10 +184,18 @@ def _cells_by_curve(
         part = part.sort("budget")
         key = tuple(part.get_column(c)[0] for c in group_columns)
         log_trend = np.log(part.get_column(trend).to_numpy())
+        n = part.get_column("n").to_numpy() if "n" in part.columns else np.ones(part.height)
+        sessions = (
+            part.get_column("n_sessions").to_numpy()
+            if "n_sessions" in part.columns
+            else np.ones(part.height)
+        )
         out[key] = _CurveCells(
             part.get_column("budget").to_numpy(),
             log_trend,
             np.log(part.get_column(value).to_numpy()) - log_trend,
+            n,
+            sessions,
         )
     return out
 
@@ -282,7 +294,23 @@ def boundaries_from(
         more, reasons = _speedup_boundaries(speedup, group_columns, noise)
         boundaries += more
         untested += reasons
-    return boundaries, untested
+    return [replace(b, line_var=_line_variance(b, cells)) for b in boundaries], untested
+
+
+def _line_variance(boundary: Boundary, cells: dict[tuple[Any, ...], _CurveCells]) -> float:
+    """Return the variance of a level line at the bracket.
+
+    That of its grid anchor cells (the larger of the two), summed over the statistic's
+    curves.
+    """
+    total = 0.0
+    for component in boundary.components:
+        curve = cells[component.curve]
+        total += max(
+            component.noise.level_variance(int(curve.n[i]), int(curve.sessions[i]))
+            for i in (curve.index(boundary.low), curve.index(boundary.high))
+        )
+    return total
 
 
 def _speedup_boundaries(

@@ -27,11 +27,13 @@ so a rerun after a crash resumes the probe it was measuring.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats
 
 from regimes._refine.brackets import Boundary
 from regimes._refine.sprt import (
@@ -99,6 +101,7 @@ class Probe:
     mu_right: float = float("nan")
     llr: float = 0.0
     decision: str | None = None
+    between: bool = False
     exhausted: bool = False
     on_disk: bool = False
     batches: int = 0
@@ -164,9 +167,33 @@ class BoundaryState:
         variance = probe_variance([c.noise for c in b.components], n, k)
         probe.llr = log_likelihood_ratio(probe.level, variance, probe.mu_left, probe.mu_right)
         decision = decide(probe.llr, self.thresholds)
+        probe.between = decision is not None and self._between(probe, decision, variance)
         # a median of fewer trials is not robust to a hiccup: no decision on it
-        probe.decision = decision if min(n) >= self.min_trials else None
-        probe.exhausted = probe.decision is None and min(n) >= self.max_trials
+        enough = min(n) >= self.min_trials
+        probe.decision = decision if enough and not probe.between else None
+        probe.exhausted = probe.between or (probe.decision is None and min(n) >= self.max_trials)
+
+    def _between(self, probe: Probe, decision: str, variance: float) -> bool:
+        """Whether the level lies between the two sides, off the one the test chose.
+
+        Wald's test picks the nearer of two simple hypotheses even when neither holds.
+        A level materially (a quarter of the step) and significantly (one-sided at
+        ``error_rate``, with the level lines' own uncertainty) short of the chosen side,
+        towards the other, is a partial level: no side is decided for it.
+        """
+        step = probe.mu_right - probe.mu_left
+        if decision == RIGHT:
+            short = (probe.mu_right - probe.level) * np.sign(step)
+        else:
+            short = (probe.level - probe.mu_left) * np.sign(step)
+        scale = math.sqrt(variance + self.boundary.line_var)
+        return bool(short >= 0.25 * abs(step) and short >= self.z_fit * scale)
+
+    @property
+    def z_fit(self) -> float:
+        """One-sided normal quantile at the error rate (from Wald's upper threshold)."""
+        error_rate = 1.0 / (1.0 + math.exp(self.thresholds.upper))
+        return float(stats.norm.isf(error_rate))
 
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """Candidate positions ``p`` in ``(low, high]`` and their posterior probabilities."""
@@ -174,7 +201,8 @@ class BoundaryState:
         inside = [p for p in self.probes.values() if self.low < p.budget < self.high]
         log_post = np.zeros(positions.size)
         for probe in inside:
-            log_post += np.where(positions <= probe.budget, probe.llr, 0.0)
+            if not probe.between:  # a partial level says nothing about the side
+                log_post += np.where(positions <= probe.budget, probe.llr, 0.0)
         log_post -= log_post.max()
         weight = np.exp(log_post)
         return positions, weight / weight.sum()
