@@ -44,6 +44,7 @@ __all__ = [
     "BoundaryAlignment",
     "MemoryConfound",
     "PhaseAttribution",
+    "RefineResult",
     "RegimeReport",
     "RegimesInputError",
     "RegimesWarning",
@@ -60,6 +61,7 @@ __all__ = [
     "memory_confound",
     "published_gpt2_medium",
     "read_run",
+    "refine_boundaries",
     "save",
     "simulate_sweep",
     "validate_trials",
@@ -74,6 +76,8 @@ _LAZY: dict[str, str] = {
     "attribute_phases": "regimes.explain.phases",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
+    "RefineResult": "regimes.refine",
+    "refine_boundaries": "regimes.refine",
     "RegimeReport": "regimes.detect",
     "detect_regimes": "regimes.detect",
     "SpeedupResult": "regimes.speedup",
@@ -97,6 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.explain.backends import BackendComparison, compare_backends
     from regimes.explain.memory import MemoryConfound, memory_confound
     from regimes.explain.phases import PhaseAttribution, attribute_phases
+    from regimes.refine import RefineResult, refine_boundaries
     from regimes.speedup import SpeedupResult, cache_speedup
 
 

@@ -1,4 +1,4 @@
-"""The ``regimes`` command line: ``collect``, ``analyze``, ``report``.
+"""The ``regimes`` command line: ``collect``, ``analyze``, ``report``, ``refine``.
 
 Each subcommand lives with the code it drives: ``collect`` in :mod:`collectors.cli`
 (imported lazily, so the analysis commands work without torch), ``analyze`` and
@@ -36,6 +36,9 @@ def _build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register_analysis(sub)
+    from regimes.cli._refine import register as register_refine
+
+    register_refine(sub)
     return parser
 
 
