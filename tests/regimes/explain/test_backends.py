@@ -167,7 +167,7 @@ def test_published_mps_spike_is_specific_against_the_real_cuda_run():
 
     mps = published_gpt2_medium(seed=0).trials
     cuda = regimes.load(
-        Path(__file__).resolve().parents[1] / "examples" / "data" / "cuda-h200-gpt2-medium-window"
+        Path(__file__).resolve().parents[3] / "examples" / "data" / "cuda-h200-gpt2-medium-window"
     )
     df = pl.concat([mps, cuda], how="diagonal_relaxed")
     report = regimes.detect_regimes(df, n_boot=500)

@@ -23,7 +23,7 @@ from collectors.spec import SweepSpec
 from regimes.cli import main
 from regimes.data.io import TRIAL_KEY
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY_CPU = ROOT / "examples" / "sweeps" / "tiny-cpu.toml"
 
 # Long enough (48 measured generations of ~50 ms) that the signals below land mid-sweep.

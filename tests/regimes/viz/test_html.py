@@ -1,104 +1,25 @@
 """The offline HTML report: built from a synthetic run with the real detection.
 
 All data here is synthetic (``regimes.simulate``; run ids start with ``synthetic-``).
-The builders are shared with test_browser.py and test_cli_analyze.py.
+The synthetic run comes from the ``synthetic_run`` fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
-from regimes import RunWriter
 from regimes.data.schema import RegimesInputError
-from regimes.data.simulate import Sweep, simulate_sweep
 from regimes.viz.html import RunReport, build_report, headlines
-
-GRID = 16
-SPIKE_RATIO = 6.0
-SPIKE_SEED = 2
-"""Seed of the spiky curve: its spike covers budgets 96-144 (the sweep's truth)."""
-
-
-def synthetic_sweeps(*, both_cache: bool = True) -> list[tuple[str, bool, Sweep]]:
-    """The synthetic curves of the test run: ``(model, use_cache, sweep)``.
-
-    ``synthetic-spiky`` has a 4-budget spike of 6x with the cache on; every other curve
-    is smooth. Cache-off latency grows faster (quadratic), as without a KV cache.
-    """
-    common = dict(n_budgets=GRID, trials=4, sessions=2)
-    curves = [
-        (
-            "synthetic-spiky",
-            True,
-            simulate_sweep(
-                1, anomaly="spike", width=4, ratio=SPIKE_RATIO, seed=SPIKE_SEED, **common
-            ),
-        ),
-        ("synthetic-smooth", True, simulate_sweep(1, seed=11, **common)),
-    ]
-    if both_cache:
-        curves += [
-            (
-                name,
-                False,
-                simulate_sweep(1, trend="quadratic", per_token_s=0.06, seed=seed, **common),
-            )
-            for name, seed in (("synthetic-spiky", 12), ("synthetic-smooth", 13))
-        ]
-    return curves
-
-
-def synthetic_trials(*, instrumented: bool = True, both_cache: bool = True) -> pl.DataFrame:
-    """The trial table of :func:`synthetic_sweeps`, with phase times when instrumented."""
-    trials = pl.concat(
-        [
-            sweep.trials.with_columns(
-                pl.lit(model).alias("model"), pl.lit(cache).alias("use_cache")
-            )
-            for model, cache, sweep in synthetic_sweeps(both_cache=both_cache)
-        ]
-    ).drop("source")  # not a trial-table column; run_id still says synthetic
-    if instrumented:
-        # About 10 ms of prefill with 5% noise, never more than 30% of the latency.
-        noise = np.random.default_rng(0).lognormal(0.0, 0.05, trials.height)
-        prefill = pl.min_horizontal(pl.col("latency_s") * 0.3, pl.lit(noise) * 0.01)
-        trials = trials.with_columns(
-            prefill.alias("prefill_s"),
-            (pl.col("latency_s") - prefill).alias("decode_s"),
-            pl.lit(True).alias("instrumented"),
-        )
-    return trials
-
-
-SYNTHETIC_META = {
-    "name": "synthetic-report-test",
-    "environment": {"os": "Linux (synthetic)", "torch": "synthetic", "chip": "none"},
-    "env_vars": {"PYTORCH_ENABLE_MPS_FALLBACK": "1"},
-    "spec": {"budgets": [16 * i for i in range(1, GRID + 1)], "trials": 4},
-}
-
-
-def write_synthetic_run(path: Path, **options: bool) -> Path:
-    """Write :func:`synthetic_trials` as a run directory with metadata."""
-    RunWriter(path, dict(SYNTHETIC_META)).write_trials(synthetic_trials(**options))
-    return path
-
-
-def full_report(path: Path) -> RunReport:
-    """The report of a synthetic run that supports every chart."""
-    run = write_synthetic_run(path)
-    return build_report(run, n_boot=200)
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> RunReport:
-    return full_report(tmp_path_factory.mktemp("run") / "run")
+def report(synthetic_run, tmp_path_factory) -> RunReport:
+    """The report of a synthetic run that supports every chart."""
+    return build_report(synthetic_run.write(tmp_path_factory.mktemp("run") / "run"), n_boot=200)
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +36,8 @@ def _specs(page: str) -> dict:
     return json.loads(match.group(1))
 
 
-def test_report_finds_the_synthetic_spike(report):
-    truth = synthetic_sweeps()[0][2].truth.row(0, named=True)
+def test_report_finds_the_synthetic_spike(report, synthetic_run):
+    truth = synthetic_run.truth
     anomalies = report.regimes.anomalies
     assert anomalies.select("model", "use_cache", "start", "end").rows() == [
         ("synthetic-spiky", True, truth["start"], truth["end"])
@@ -161,14 +82,14 @@ def test_page_shows_environment_and_findings(report, page):
         assert line.replace("'", "&#x27;") in page
 
 
-def test_charts_follow_what_the_data_supports(tmp_path):
+def test_charts_follow_what_the_data_supports(synthetic_run, tmp_path):
     plain = build_report(
-        write_synthetic_run(tmp_path / "plain", instrumented=False, both_cache=False), n_boot=200
+        synthetic_run.write(tmp_path / "plain", instrumented=False, both_cache=False), n_boot=200
     )
     assert [s.key for s in plain.charts] == ["latency"]  # 2 groups, no phases, one cache
     assert plain.speedup is None
     many = build_report(
-        write_synthetic_run(tmp_path / "many", instrumented=False), n_boot=200, heatmap_min_groups=4
+        synthetic_run.write(tmp_path / "many", instrumented=False), n_boot=200, heatmap_min_groups=4
     )
     assert "heatmap" in [s.key for s in many.charts]
     assert "phases" not in [s.key for s in many.charts]
@@ -183,9 +104,9 @@ def test_max_panels_keeps_the_anomalous_group(report):
     assert any("1 of 4 groups" in note for note in narrow.notes)
 
 
-def test_headlines_without_anomalies(tmp_path):
+def test_headlines_without_anomalies(synthetic_run, tmp_path):
     smooth = build_report(
-        synthetic_trials(instrumented=False, both_cache=False).filter(
+        synthetic_run.trials(instrumented=False, both_cache=False).filter(
             pl.col("model") == "synthetic-smooth"
         ),
         n_boot=200,
@@ -220,7 +141,7 @@ def test_missing_run_is_a_clear_error(tmp_path):
         build_report(tmp_path / "nowhere")
 
 
-def test_explanations_follow_what_the_data_supports(report, page, tmp_path):
+def test_explanations_follow_what_the_data_supports(report, page, synthetic_run, tmp_path):
     # Instrumented, one backend, no memory readings, one prompt length: phases only.
     assert [e.key for e in report.explanations] == ["phases"]
     phases = report.explanations[0].table
@@ -228,12 +149,12 @@ def test_explanations_follow_what_the_data_supports(report, page, tmp_path):
     # The synthetic spike lives in decode: its prefill is the same at every budget.
     assert phases["decode_share_low"][0] > 0.9
     assert "Prefill or decode: where the excess time goes" in page
-    plain = build_report(write_synthetic_run(tmp_path / "plain", instrumented=False), n_boot=200)
+    plain = build_report(synthetic_run.write(tmp_path / "plain", instrumented=False), n_boot=200)
     assert plain.explanations == []
 
 
-def test_backend_and_memory_explanations(tmp_path):
-    base = synthetic_trials(instrumented=False, both_cache=False)
+def test_backend_and_memory_explanations(synthetic_run, tmp_path):
+    base = synthetic_run.trials(instrumented=False, both_cache=False)
     # The same cases on a second (synthetic) backend where the spiky model is smooth.
     other = base.filter(pl.col("model") == "synthetic-smooth")
     other = pl.concat([other, other.with_columns(pl.lit("synthetic-spiky").alias("model"))])

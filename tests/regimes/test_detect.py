@@ -70,7 +70,7 @@ def test_spikes_of_two_or_more_are_found_with_exact_boundaries() -> None:
     )
     reps = _reports(sweep.trials)
     found = exact = reported = true_positive = 0
-    for rep, truth in zip(reps, sweep.truth.iter_rows(named=True)):
+    for rep, truth in zip(reps, sweep.truth.iter_rows(named=True), strict=True):
         a = rep.anomalies
         reported += a.height
         hit = a.filter((pl.col("start") <= truth["end"]) & (pl.col("end") >= truth["start"]))
@@ -91,7 +91,7 @@ def test_steps_are_change_points_not_recovered_spikes() -> None:
         30, anomaly="step", ratio=(2.0, 4.0), sessions=(1, 2), seed=13, **CONDITIONS
     )
     at_step = 0
-    for rep, truth in zip(_reports(sweep.trials), sweep.truth.iter_rows(named=True)):
+    for rep, truth in zip(_reports(sweep.trials), sweep.truth.iter_rows(named=True), strict=True):
         cps = rep.change_points.filter(pl.col("significant"))
         at_step += bool(((cps["x_after"] - truth["start"]).abs() <= 16).any())
         over = rep.anomalies.filter(pl.col("end") >= truth["start"])

@@ -14,7 +14,6 @@ from types import SimpleNamespace
 
 import polars as pl
 import pytest
-from test_report import SPIKE_RATIO, synthetic_sweeps, synthetic_trials
 
 from regimes import plot
 from regimes.data.schema import RegimesInputError
@@ -23,8 +22,8 @@ from regimes.detect import detect_regimes
 
 
 @pytest.fixture(scope="module")
-def trials() -> pl.DataFrame:
-    return synthetic_trials()
+def trials(synthetic_run) -> pl.DataFrame:
+    return synthetic_run.trials()
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +68,8 @@ def test_latency_chart_draws_every_part(report, trials):
     assert spec["resolve"]["scale"]["y"] == "independent"
 
 
-def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, tmp_path):
-    truth = synthetic_sweeps()[0][2].truth.row(0, named=True)
+def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, synthetic_run, tmp_path):
+    truth = synthetic_run.truth
     chart = plot.latency_chart(report)
     interval = chart_data(chart.to_dict()).filter(pl.col("part") == "interval").row(0, named=True)
     # The shading runs half a grid step (16 budgets) beyond each end of the interval.
@@ -79,7 +78,7 @@ def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, tmp_path):
     anomaly = report.anomalies.row(0, named=True)
     label = f"×{anomaly['ratio']:.3g} [{anomaly['ratio_low']:.3g}, {anomaly['ratio_high']:.3g}]"
     assert interval["label"] == label
-    assert abs(math.log(anomaly["ratio"] / SPIKE_RATIO)) < 0.1
+    assert abs(math.log(anomaly["ratio"] / synthetic_run.spike_ratio)) < 0.1
     svg = plot.save(chart, tmp_path / "latency.svg").read_text()
     assert label in svg  # drawn, not only in the data
 

@@ -75,7 +75,7 @@ def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     assert len(order) == spec.trials_per_session()
     groups = [t.case.load_key for t in order]
     # each model is loaded once per session: its generations are contiguous
-    changes = sum(1 for a, b in zip(groups, groups[1:]) if a != b)
+    changes = sum(1 for a, b in zip(groups, groups[1:], strict=False) if a != b)
     assert changes == len(spec.models) - 1
     per_group = len(spec.cases()) // len(spec.models)
     for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
@@ -352,7 +352,7 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
                 spec,
                 writer,
                 session,
-                should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None,
+                should_stop=lambda asks=asks: sweep._DEADLINE if next(asks) >= 5 else None,
             )
             stopped_mid_warmup += outcome.warmups % spec.warmup != 0
             assert outcome.measured > 0  # a slice always gets through a warmed case
@@ -392,7 +392,7 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
         spec,
         RunWriter(path, None),
         0,
-        should_stop=lambda: sweep._DEADLINE if next(asks) >= 5 else None,
+        should_stop=lambda asks=asks: sweep._DEADLINE if next(asks) >= 5 else None,
     )
     assert first.measured == 2 and first.warmups == 4
     result = run_sweep(spec, path, progress=False)

@@ -1,6 +1,6 @@
 """``regimes analyze`` and ``regimes report`` through the real command-line entry point.
 
-The run analysed is synthetic (see test_report.py).
+The run analysed is synthetic (the ``synthetic_run`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from test_report import synthetic_sweeps, write_synthetic_run
 
 from regimes.cli import main
 from regimes.data.io import load
@@ -22,8 +21,8 @@ FAST = ["--n-boot", "200", "--seed", "3"]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    return write_synthetic_run(tmp_path_factory.mktemp("cli") / "run")
+def run(synthetic_run, tmp_path_factory) -> Path:
+    return synthetic_run.write(tmp_path_factory.mktemp("cli") / "run")
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +31,10 @@ def expected(run):
     return detect_regimes(load(run), n_boot=200, seed=3)
 
 
-def test_table_prints_headlines_and_summary(run, capsys):
+def test_table_prints_headlines_and_summary(run, synthetic_run, capsys):
     assert main(["analyze", str(run), *FAST]) == 0
     out = capsys.readouterr().out
-    truth = synthetic_sweeps()[0][2].truth.row(0, named=True)
+    truth = synthetic_run.truth
     assert out.startswith(
         f"synthetic-spiky · cache on: latency_s at budget {truth['start']}–{truth['end']} is "
     )

@@ -255,10 +255,10 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def report_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    from test_report import full_report
+def report_page(synthetic_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    from regimes.viz.html import build_report
 
-    report = full_report(tmp_path_factory.mktemp("run") / "run")
+    report = build_report(synthetic_run.write(tmp_path_factory.mktemp("run") / "run"), n_boot=200)
     page = report.write(tmp_path_factory.mktemp("report") / "report.html")
     return page, [s.key for s in report.charts]
 

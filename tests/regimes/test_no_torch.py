@@ -5,7 +5,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # A finder whose loader refuses torch and transformers: every import of them raises
 # ImportError, as on a broken or absent install. (Not sys.modules[name] = None: scipy

@@ -30,7 +30,7 @@ from regimes.data.simulate import (
 )
 from regimes.speedup import cache_speedup
 
-REAL_CUDA_RUN = Path(__file__).resolve().parents[1] / "examples" / "data" / "cuda-h200-gpt2"
+REAL_CUDA_RUN = Path(__file__).resolve().parents[2] / "examples" / "data" / "cuda-h200-gpt2"
 BUDGETS = list(PUBLISHED_GPT2_MEDIUM_CACHE)
 CACHE_ON = [on for on, _ in PUBLISHED_GPT2_MEDIUM_CACHE.values()]
 CACHE_OFF = [off for _, off in PUBLISHED_GPT2_MEDIUM_CACHE.values()]

@@ -10,7 +10,7 @@ from collectors import spec as spec_module
 from collectors.spec import Case, SpecError, SweepSpec
 from regimes.data.schema import RegimesInputError
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "sweeps"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sweeps"
 
 BASE = {
     "models": ["tiny-gpt2"],

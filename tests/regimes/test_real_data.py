@@ -9,7 +9,7 @@ import pytest
 
 import regimes
 
-DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CUDA_RUNS = [
     "cuda-h200-gpt2",
     "cuda-h200-opt125m",
