@@ -350,7 +350,8 @@ class _Plan:
         states = []
         for boundary in boundaries:
             noises = [c.noise for c in boundary.components]
-            if not separable(boundary.step(), noises, thresholds, min_trials, max_trials):
+            step = boundary.step()
+            if not separable(step, noises, thresholds, min_trials, max_trials, boundary.line_var):
                 untested.append(boundary.group | {"reason": _inseparable(boundary)})
                 continue
             state = BoundaryState(boundary, thresholds, min_trials, max_trials, resolution)
@@ -594,7 +595,8 @@ def _inseparable(boundary: Boundary) -> str:
     return (
         f"{boundary.source} {boundary.kind} ({boundary.low}, {boundary.high}): a step of "
         f"x{math.exp(abs(boundary.step())):.3g} cannot be decided at one budget against "
-        "the run's noise (the cell-to-cell wobble alone is too large) within max_trials"
+        "the run's noise within max_trials (the cell-to-cell wobble and the uncertainty of "
+        "the two levels do not shrink with more trials)"
     )
 
 

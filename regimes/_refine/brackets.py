@@ -11,19 +11,23 @@ A probe in the bracket is decided between two levels on the log scale, each a st
 line in ``log budget`` (docs/method.md, refinement):
 
 * the normal level: the detection's smooth trend (``baseline``; inside an anomaly the
-  trend of its flanks), interpolated between the two bracket budgets;
-* the anomalous level: the normal level times the ratio over trend of the anomalous
-  bracket budget (the anomaly's level next to the boundary, not its average, which a
-  ramped plateau would misstate);
-* for a change point, the level before it extended along the trend's local slope, and
-  the level after it as that times the change point's ratio.
+  trend of its flanks) through the two bracket budgets;
+* the anomalous level: the normal level times the mean ratio over trend of the (at most
+  three) anomalous grid budgets nearest the boundary: the anomaly's level next to the
+  boundary, not its average, which a ramped plateau would misstate;
+* for a change point, the mean level of each side's (at most three) nearest grid
+  budgets in its own segment, carried along the trend's local slope: a curve with
+  change points but no anomaly has no trend that follows its segments.
+
+The levels are estimates; their variance (from the grid cells they rest on) is carried
+into every probe's test (:class:`Boundary` ``line_var``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -32,7 +36,7 @@ from scipy import stats
 from regimes._refine.sprt import Noise
 from regimes._stats.intervals import median_variance_factor
 
-__all__ = ["Boundary", "Component", "Line", "boundaries_from", "curve_noise"]
+__all__ = ["SIDE_CELLS", "Boundary", "Component", "Line", "boundaries_from", "curve_noise"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,8 @@ class Boundary:
     left_state: str
     right_state: str
     line_var: float = 0.0
-    """Variance of a level line at the bracket (that of its grid anchor cells)."""
+    """Variance of the levels themselves (estimated from the grid cells next to the
+    boundary), the larger of the two sides'."""
 
     def levels(self, budget: int) -> tuple[float, float]:
         """``(mu_left, mu_right)`` at ``budget``."""
@@ -155,15 +160,31 @@ def _session_variance(
     return out
 
 
+SIDE_CELLS = 3
+"""Most grid cells that set a side's level next to a boundary (the nearest ones)."""
+
+
+class _Found(NamedTuple):
+    """A bracketed boundary of one curve, before it is tied to its components."""
+
+    kind: str
+    low: int
+    high: int
+    left: Line
+    right: Line
+    states: tuple[str, str]
+    line_var: float
+
+
 @dataclass(frozen=True)
 class _CurveCells:
-    """One curve's grid: budgets, log trend and log ratio over the trend."""
+    """One curve's grid: budgets, log trend, log ratio over it, level variance, segment."""
 
     budgets: np.ndarray
     log_trend: np.ndarray
     log_ratio: np.ndarray
-    n: np.ndarray
-    sessions: np.ndarray
+    var: np.ndarray
+    segment: np.ndarray
 
     def index(self, budget: int) -> int:
         return int(np.searchsorted(self.budgets, budget))
@@ -174,38 +195,54 @@ class _CurveCells:
         slope = (self.log_trend[j] - self.log_trend[i]) / du
         return Line(float(self.budgets[i]), float(self.log_trend[i]), float(slope))
 
+    def mean_ratio(self, cells: list[int]) -> tuple[float, float]:
+        """Return the mean log ratio over the trend of ``cells``, and its variance."""
+        return float(self.log_ratio[cells].mean()), float(self.var[cells].mean() / len(cells))
+
+    def side_line(self, cells: list[int], anchor: int, slope: float) -> tuple[Line, float]:
+        """Return the mean level of ``cells`` carried along ``slope`` to cell ``anchor``."""
+        u = np.log(self.budgets.astype(float))
+        level = self.log_trend[cells] + self.log_ratio[cells] + slope * (u[anchor] - u[cells])
+        line = Line(float(self.budgets[anchor]), float(level.mean()), slope)
+        return line, float(self.var[cells].mean() / len(cells))
+
 
 def _cells_by_curve(
-    table: pl.DataFrame, group_columns: list[str], trend: str, value: str
+    table: pl.DataFrame, columns: list[str], trend: str, value: str, variance: Any
 ) -> dict[tuple[Any, ...], _CurveCells]:
+    """Per curve of ``table`` (a detection ``curve`` or a ``speedup`` table): its cells.
+
+    ``variance(key, part)`` gives the level variance of each of the curve's cells.
+    """
     out = {}
-    parts = table.partition_by(group_columns, maintain_order=True) if group_columns else [table]
-    for part in parts:
+    for part in table.partition_by(columns, maintain_order=True) if columns else [table]:
         part = part.sort("budget")
-        key = tuple(part.get_column(c)[0] for c in group_columns)
+        key = tuple(part.get_column(c)[0] for c in columns)
         log_trend = np.log(part.get_column(trend).to_numpy())
-        n = part.get_column("n").to_numpy() if "n" in part.columns else np.ones(part.height)
-        sessions = (
-            part.get_column("n_sessions").to_numpy()
-            if "n_sessions" in part.columns
-            else np.ones(part.height)
+        segment = (
+            part.get_column("segment").to_numpy()
+            if "segment" in part.columns
+            else np.zeros(part.height, dtype=np.int64)
         )
         out[key] = _CurveCells(
             part.get_column("budget").to_numpy(),
             log_trend,
             np.log(part.get_column(value).to_numpy()) - log_trend,
-            n,
-            sessions,
+            variance(key, part),
+            segment,
         )
     return out
 
 
 def _interval_boundaries(
     row: dict[str, Any], cells: _CurveCells, states: tuple[str, str]
-) -> tuple[list[tuple[str, int, int, Line, Line, str, str]], list[str]]:
+) -> tuple[list[_Found], list[str]]:
     """Bracket the onset and recovery of one anomalous interval.
 
-    Also return the reasons for the boundaries that have none (at an end of the grid).
+    The normal level is the trend through the two bracket cells; the anomalous one is
+    the trend times the mean ratio of the (at most :data:`SIDE_CELLS`) anomalous cells
+    nearest the boundary. Also return the reasons for the boundaries that have no
+    bracket (at an end of the grid).
     """
     normal, odd = states
     found, missing = [], []
@@ -214,42 +251,46 @@ def _interval_boundaries(
         missing.append(f"the {odd} interval starting at {row['start']} starts the grid")
     else:
         line = cells.trend_line(i - 1, i)
+        shift, var = cells.mean_ratio(list(range(i, min(i + SIDE_CELLS, j + 1))))
+        trend_var = float(cells.var[[i - 1, i]].mean() / 2)
+        low, high = int(cells.budgets[i - 1]), int(cells.budgets[i])
         found.append(
-            (
-                "onset",
-                int(cells.budgets[i - 1]),
-                int(cells.budgets[i]),
-                line,
-                line.shifted(cells.log_ratio[i]),
-                normal,
-                odd,
-            )
+            _Found("onset", low, high, line, line.shifted(shift), states, max(var, trend_var))
         )
     if row["recovered"] and j + 1 < cells.budgets.size:
         line = cells.trend_line(j, j + 1)
+        shift, var = cells.mean_ratio(list(range(max(i, j - SIDE_CELLS + 1), j + 1)))
+        trend_var = float(cells.var[[j, j + 1]].mean() / 2)
+        low, high = int(cells.budgets[j]), int(cells.budgets[j + 1])
         found.append(
-            (
-                "recovery",
-                int(cells.budgets[j]),
-                int(cells.budgets[j + 1]),
-                line.shifted(cells.log_ratio[j]),
-                line,
-                odd,
-                normal,
+            _Found(
+                "recovery", low, high, line.shifted(shift), line, (odd, normal),
+                max(var, trend_var),
             )
-        )
+        )  # fmt: skip
     return found, missing
 
 
-def _change_line(cells: _CurveCells, i: int) -> Line:
-    """Return the level before a change between cells ``i - 1`` and ``i``."""
-    if i >= 2:
-        slope = cells.trend_line(i - 2, i - 1).slope
-    elif i + 1 < cells.budgets.size:
-        slope = cells.trend_line(i, i + 1).slope
-    else:
-        slope = 0.0
-    return Line(float(cells.budgets[i - 1]), float(cells.log_trend[i - 1]), slope)
+def _change_boundary(cells: _CurveCells, i: int) -> _Found:
+    """Bracket a change between cells ``i - 1`` and ``i``.
+
+    Each side's level is the mean of its segment's (at most :data:`SIDE_CELLS`) cells
+    nearest the change, carried along the trend's local slope: a curve with change
+    points but no anomaly has no trend that follows its segments.
+    """
+    slope = cells.trend_line(i - 1, i).slope
+    before = [
+        k for k in range(max(0, i - SIDE_CELLS), i) if cells.segment[k] == cells.segment[i - 1]
+    ]
+    after = [
+        k
+        for k in range(i, min(cells.budgets.size, i + SIDE_CELLS))
+        if cells.segment[k] == cells.segment[i]
+    ]
+    left, left_var = cells.side_line(before, i - 1, slope)
+    right, right_var = cells.side_line(after, i, slope)
+    low, high = int(cells.budgets[i - 1]), int(cells.budgets[i])
+    return _Found("change", low, high, left, right, ("before", "after"), max(left_var, right_var))
 
 
 def boundaries_from(
@@ -260,57 +301,45 @@ def boundaries_from(
     Also return the reasons for the ones that cannot be bracketed (rows with the group
     columns and ``reason``).
     """
-    group_columns = list(report.group_columns)
-    cells = _cells_by_curve(report.curve, group_columns, "baseline", "median")
+    columns = list(report.group_columns)
+
+    def variance(key: tuple[Any, ...], part: pl.DataFrame) -> np.ndarray:
+        counts = zip(part.get_column("n"), part.get_column("n_sessions"), strict=True)
+        return np.asarray([noise[key].level_variance(int(n), int(k)) for n, k in counts])
+
+    cells = _cells_by_curve(report.curve, columns, "baseline", "median", variance)
     boundaries: list[Boundary] = []
     untested: list[dict[str, Any]] = []
     taken: set[tuple[tuple[Any, ...], int, int]] = set()
     for row in report.anomalies.iter_rows(named=True):
-        key = tuple(row[c] for c in group_columns)
+        key = tuple(row[c] for c in columns)
         found, missing = _interval_boundaries(row, cells[key], ("normal", "anomalous"))
-        group = {c: row[c] for c in group_columns}
+        group = {c: row[c] for c in columns}
         untested += [group | {"reason": reason} for reason in missing]
-        for kind, low, high, left, right, ls, rs in found:
-            taken.add((key, low, high))
-            comps = (Component(key, 1.0, noise[key]),)
-            boundaries.append(
-                Boundary("latency", group, kind, low, high, comps, left, right, ls, rs)
-            )
-    changes = report.change_points.filter(pl.col("significant"))
-    for row in changes.iter_rows(named=True):
-        key = tuple(row[c] for c in group_columns)
-        if (key, row["x_before"], row["x_after"]) in taken:
-            continue
-        curve = cells[key]
-        left = _change_line(curve, curve.index(row["x_after"]))
-        right = left.shifted(math.log(row["ratio"]))
         comps = (Component(key, 1.0, noise[key]),)
-        group = {c: row[c] for c in group_columns}
-        low, high = int(row["x_before"]), int(row["x_after"])
-        boundaries.append(
-            Boundary("latency", group, "change", low, high, comps, left, right, "before", "after")
-        )
+        boundaries += [_boundary("latency", group, f, comps) for f in found]
+        taken.update((key, f.low, f.high) for f in found)
+    for row in report.change_points.filter(pl.col("significant")).iter_rows(named=True):
+        key = tuple(row[c] for c in columns)
+        if (key, row["x_before"], row["x_after"]) not in taken:
+            found_change = _change_boundary(cells[key], cells[key].index(row["x_after"]))
+            group = {c: row[c] for c in columns}
+            comps = (Component(key, 1.0, noise[key]),)
+            boundaries.append(_boundary("latency", group, found_change, comps))
     if speedup is not None:
-        more, reasons = _speedup_boundaries(speedup, group_columns, noise)
+        more, reasons = _speedup_boundaries(speedup, columns, noise)
         boundaries += more
         untested += reasons
-    return [replace(b, line_var=_line_variance(b, cells)) for b in boundaries], untested
+    return boundaries, untested
 
 
-def _line_variance(boundary: Boundary, cells: dict[tuple[Any, ...], _CurveCells]) -> float:
-    """Return the variance of a level line at the bracket.
-
-    That of its grid anchor cells (the larger of the two), summed over the statistic's
-    curves.
-    """
-    total = 0.0
-    for component in boundary.components:
-        curve = cells[component.curve]
-        total += max(
-            component.noise.level_variance(int(curve.n[i]), int(curve.sessions[i]))
-            for i in (curve.index(boundary.low), curve.index(boundary.high))
-        )
-    return total
+def _boundary(
+    source: str, group: dict[str, Any], found: _Found, components: tuple[Component, ...]
+) -> Boundary:
+    return Boundary(
+        source, group, found.kind, found.low, found.high, components, found.left,
+        found.right, found.states[0], found.states[1], found.line_var,
+    )  # fmt: skip
 
 
 def _speedup_boundaries(
@@ -322,26 +351,35 @@ def _speedup_boundaries(
     two curves with signs +1 and -1.
     """
     columns = list(speedup.group_columns)
-    cells = _cells_by_curve(speedup.speedup, columns, "trend", "speedup")
+
+    def curves(key: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        group = dict(zip(columns, key, strict=True))
+        return [
+            tuple((cache if c == "use_cache" else group[c]) for c in group_columns)
+            for cache in (False, True)
+        ]
+
+    def variance(key: tuple[Any, ...], part: pl.DataFrame) -> np.ndarray:
+        off, on = curves(key)
+        if off not in noise or on not in noise:
+            return np.full(part.height, np.nan)
+        counts = zip(part.get_column("off_n"), part.get_column("on_n"), strict=True)
+        return np.asarray(
+            [noise[off].level_variance(a, 1) + noise[on].level_variance(b, 1) for a, b in counts]
+        )
+
+    cells = _cells_by_curve(speedup.speedup, columns, "trend", "speedup", variance)
     boundaries: list[Boundary] = []
     untested: list[dict[str, Any]] = []
     for row in speedup.collapses.iter_rows(named=True):
         key = tuple(row[c] for c in columns)
         group = {c: row[c] for c in columns}
-        found, missing = _interval_boundaries(row, cells[key], ("normal", "collapsed"))
-        untested += [group | {"reason": reason} for reason in missing]
-        curves = [
-            tuple((use_cache if c == "use_cache" else group[c]) for c in group_columns)
-            for use_cache in (False, True)
-        ]
-        if any(curve not in noise for curve in curves):
+        off, on = curves(key)
+        if off not in noise or on not in noise:
             untested.append(group | {"reason": "no detection of one cache setting's curve"})
             continue
-        comps = (Component(curves[0], 1.0, noise[curves[0]]),) + (
-            Component(curves[1], -1.0, noise[curves[1]]),
-        )
-        for kind, low, high, left, right, ls, rs in found:
-            boundaries.append(
-                Boundary("speedup", group, kind, low, high, comps, left, right, ls, rs)
-            )
+        found, missing = _interval_boundaries(row, cells[key], ("normal", "collapsed"))
+        untested += [group | {"reason": reason} for reason in missing]
+        comps = (Component(off, 1.0, noise[off]), Component(on, -1.0, noise[on]))
+        boundaries += [_boundary("speedup", group, f, comps) for f in found]
     return boundaries, untested

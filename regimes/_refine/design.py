@@ -164,7 +164,8 @@ class BoundaryState:
         if min(n) == 0:
             return
         probe.level = float(sum(c.sign * s[0] for c, s in zip(b.components, stats, strict=True)))
-        variance = probe_variance([c.noise for c in b.components], n, k)
+        # the levels are estimates: their own variance enters the marginal likelihood
+        variance = probe_variance([c.noise for c in b.components], n, k) + b.line_var
         probe.llr = log_likelihood_ratio(probe.level, variance, probe.mu_left, probe.mu_right)
         decision = decide(probe.llr, self.thresholds)
         probe.between = decision is not None and self._between(probe, decision, variance)
@@ -178,7 +179,7 @@ class BoundaryState:
 
         Wald's test picks the nearer of two simple hypotheses even when neither holds.
         A level materially (a quarter of the step) and significantly (one-sided at
-        ``error_rate``, with the level lines' own uncertainty) short of the chosen side,
+        ``error_rate``, with the levels' own uncertainty) short of the chosen side,
         towards the other, is a partial level: no side is decided for it.
         """
         step = probe.mu_right - probe.mu_left
@@ -186,7 +187,7 @@ class BoundaryState:
             short = (probe.mu_right - probe.level) * np.sign(step)
         else:
             short = (probe.level - probe.mu_left) * np.sign(step)
-        scale = math.sqrt(variance + self.boundary.line_var)
+        scale = math.sqrt(variance)
         return bool(short >= 0.25 * abs(step) and short >= self.z_fit * scale)
 
     @property
@@ -225,6 +226,7 @@ class BoundaryState:
             self.thresholds,
             self.min_trials,
             self.max_trials,
+            b.line_var,
         )
         return (budget, trials) if trials > 0 else None
 

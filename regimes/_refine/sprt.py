@@ -121,29 +121,43 @@ def planned_trials(
     thresholds: Thresholds,
     min_trials: int,
     cap: int,
+    extra: float = 0.0,
 ) -> int:
     """Trials the next batch of a probe needs (per curve), 0 when the cap is reached.
 
     The smallest batch after which a level at the hypothesised value would carry the
     log-likelihood ratio to twice the larger threshold (a margin for the noise of the
-    level itself), at least ``min_trials`` and at most what the cap leaves.
+    level itself); failing that, to the threshold; failing that (more trials in one
+    session cannot get there, more sessions may), ``min_trials``. ``extra`` is variance
+    that trials do not reduce (the levels' own). At least ``min_trials`` (fewer when the
+    cap leaves fewer), at most what the cap leaves.
     """
     room = cap - have
     if room <= 0:
         return 0
-    target = 2.0 * max(thresholds.upper, -thresholds.lower)
+    bound = max(thresholds.upper, -thresholds.lower)
     k = [sessions + 1] * len(noises)
-    for batch in range(min(min_trials, room), room + 1):
-        variance = probe_variance(noises, [have + batch] * len(noises), k)
-        if step**2 / (2.0 * variance) >= target:
-            return batch
-    return room
+    reach = [
+        step**2 / (2.0 * (probe_variance(noises, [have + b] * len(noises), k) + extra))
+        for b in range(1, room + 1)
+    ]
+    smallest = min(min_trials, room)
+    for target in (2.0 * bound, bound):
+        for batch in range(smallest, room + 1):
+            if reach[batch - 1] >= target:
+                return batch
+    return smallest
 
 
 def separable(
-    step: float, noises: Sequence[Noise], thresholds: Thresholds, min_trials: int, cap: int
+    step: float,
+    noises: Sequence[Noise],
+    thresholds: Thresholds,
+    min_trials: int,
+    cap: int,
+    extra: float = 0.0,
 ) -> bool:
     """Whether a probe at the hypothesised level could reach a threshold within the cap."""
     sessions = max(1, cap // max(min_trials, 1))
-    variance = probe_variance(noises, [cap] * len(noises), [sessions] * len(noises))
+    variance = probe_variance(noises, [cap] * len(noises), [sessions] * len(noises)) + extra
     return step**2 / (2.0 * variance) >= max(thresholds.upper, -thresholds.lower)
