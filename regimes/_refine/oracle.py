@@ -80,9 +80,13 @@ class SimulatedProbe:
         self._session = 0
         self._order = 0
 
-    def latency(self, budget: np.ndarray, use_cache: bool) -> np.ndarray:
-        """Return the noiseless latency (s) at ``budget``, injection included."""
+    def latency(self, budget: np.ndarray, case: Mapping[str, Any]) -> np.ndarray:
+        """Return the noiseless latency (s) at ``budget`` for ``case``, injection included.
+
+        Override it for other curves (the case holds ``use_cache``, ``prompt_tokens``...).
+        """
         x = np.asarray(budget, dtype=float)
+        use_cache = bool(case["use_cache"])
         per_token = self.per_token_s * (1.0 if use_cache else 1.0 + x / 256.0)
         inside = (x >= self.start) & (x <= self.stop) & (use_cache in self.inject_cache)
         return (self.intercept_s + per_token * x) * np.where(inside, self.factor, 1.0)
@@ -93,9 +97,14 @@ class SimulatedProbe:
         trials: int = 3,
         sessions: int = 1,
         use_cache: Sequence[bool] = (True,),
+        prompt_tokens: Sequence[int] = (65,),
     ) -> pl.DataFrame:
-        """Measure a coarse grid: every budget (and cache setting) in each session."""
-        cases = [DEFAULT_CASE | {"use_cache": bool(c)} for c in use_cache]
+        """Measure a coarse grid: every budget (cache setting, prompt) in each session."""
+        cases = [
+            DEFAULT_CASE | {"use_cache": bool(c), "prompt_tokens": int(p)}
+            for c in use_cache
+            for p in prompt_tokens
+        ]
         frames = [
             self._session_rows([(case, int(b), trials) for case in cases for b in budgets])
             for _ in range(sessions)
@@ -118,7 +127,7 @@ class SimulatedProbe:
             case = DEFAULT_CASE | dict(case)
             total = self.warmup + trials
             log_y = (
-                np.log(self.latency(np.full(total, budget), bool(case["use_cache"])))
+                np.log(self.latency(np.full(total, budget), case))
                 + session_factor
                 + rng.normal(0.0, self.cv, total)
             )

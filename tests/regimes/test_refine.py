@@ -154,8 +154,8 @@ def test_rerun_continues_from_the_probes_already_measured():
 class _Ramp(SimulatedProbe):
     """Synthetic: budget 505 sits halfway (in log latency) between the two levels."""
 
-    def latency(self, budget, use_cache):
-        out = super().latency(budget, use_cache)
+    def latency(self, budget, case):
+        out = super().latency(budget, case)
         return np.where(np.asarray(budget) == 505, out / math.sqrt(self.factor), out)
 
 
@@ -266,6 +266,35 @@ def test_brackets_are_exact_across_intervals_and_factors(seed, start, stop, fact
         ("latency", "onset", start - 1, start, True),
         ("latency", "recovery", stop, stop + 1, True),
     ]
+
+
+class _TotalLengthOnset(SimulatedProbe):
+    """Synthetic: the onset at total length 570 (prompt + budget), recovery at budget 633."""
+
+    def latency(self, budget, case):
+        x = np.asarray(budget, dtype=float)
+        inside = (x + case["prompt_tokens"] >= 570) & (x <= 633)
+        return (self.intercept_s + self.per_token_s * x) * np.where(inside, self.factor, 1.0)
+
+
+def test_align_boundaries_answers_at_token_resolution_on_refined_data():
+    oracle = _TotalLengthOnset(0, 0, 3.0, seed=4)
+    coarse = oracle.sweep(GRID, trials=3, prompt_tokens=(65, 3))
+    refined = refine_boundaries(coarse, probe=oracle)
+    assert refined.boundaries.get_column("resolved").all()
+    both = pl.concat([coarse, refined.collected], how="diagonal_relaxed")
+    alignment = regimes.align_boundaries(both, n_boot=200)
+    verdict = dict(alignment.boundaries.select("boundary", "follows").iter_rows())
+    assert verdict == {"onset": "total_tokens", "recovery": "budget"}
+    positions = alignment.positions.sort("boundary", "prompt_tokens")
+    assert positions.select("budget_low", "budget_high").rows() == [
+        (566, 567),
+        (504, 505),
+        (633, 634),
+        (633, 634),
+    ]
+    spreads = alignment.boundaries.select("budget_spread", "total_spread").rows()
+    assert spreads == [(62, 0), (0, 62)]
 
 
 @pytest.mark.parametrize(
