@@ -168,11 +168,13 @@ class BoundaryState:
         variance = probe_variance([c.noise for c in b.components], n, k) + b.line_var
         probe.llr = log_likelihood_ratio(probe.level, variance, probe.mu_left, probe.mu_right)
         decision = decide(probe.llr, self.thresholds)
-        probe.between = decision is not None and self._between(probe, decision, variance)
+        short = decision is not None and self._between(probe, decision, variance)
         # a median of fewer trials is not robust to a hiccup: no decision on it
         enough = min(n) >= self.min_trials
-        probe.decision = decision if enough and not probe.between else None
-        probe.exhausted = probe.between or (probe.decision is None and min(n) >= self.max_trials)
+        probe.decision = decision if enough and not short else None
+        probe.exhausted = probe.decision is None and min(n) >= self.max_trials
+        # a level short of the chosen side is measured on: only at the cap is it partial
+        probe.between = short and probe.exhausted
 
     def _between(self, probe: Probe, decision: str, variance: float) -> bool:
         """Whether the level lies between the two sides, off the one the test chose.
@@ -180,7 +182,8 @@ class BoundaryState:
         Wald's test picks the nearer of two simple hypotheses even when neither holds.
         A level materially (a quarter of the step) and significantly (one-sided at
         ``error_rate``, with the levels' own uncertainty) short of the chosen side,
-        towards the other, is a partial level: no side is decided for it.
+        towards the other, is measured on; still short at the cap, it is a partial
+        level and no side is decided for it.
         """
         step = probe.mu_right - probe.mu_left
         if decision == RIGHT:
