@@ -19,6 +19,9 @@ __all__ = ["register", "run_refine"]
 
 _JSON_FIRST = ("kind", "low", "high", "resolved", "generations", "tokens")
 
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, the shell convention (as ``regimes collect``)."""
+
 
 def register(subparsers: Any) -> None:
     """Add ``refine`` to the ``regimes`` command's subparsers."""
@@ -78,14 +81,22 @@ def run_refine(args: argparse.Namespace) -> int:
     """Handle ``regimes refine``."""
     from regimes.refine import refine_boundaries
 
-    result = refine_boundaries(
-        args.run,
-        resolution=args.resolution,
-        max_generations=args.max_generations,
-        max_seconds=args.max_seconds,
-        error_rate=args.error_rate,
-        max_trials=args.max_trials,
-    )
+    try:
+        result = refine_boundaries(
+            args.run,
+            resolution=args.resolution,
+            max_generations=args.max_generations,
+            max_seconds=args.max_seconds,
+            error_rate=args.error_rate,
+            max_trials=args.max_trials,
+        )
+    except KeyboardInterrupt:
+        print(
+            "regimes refine: interrupted; every finished trial is in the run: rerun the "
+            "same command to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     if args.format == "json":
         records = []
         for row in result.boundaries.iter_rows(named=True):
