@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    """Handler of ``regimes collect``: validate, run, print the summary, return the status."""
+    """Run ``regimes collect``: validate, run, print the summary, return the exit status."""
     from regimes.data.schema import RegimesInputError
 
     if args.max_seconds is not None and not args.max_seconds > 0:

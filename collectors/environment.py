@@ -108,15 +108,36 @@ def _backend_entry(name: str) -> dict[str, Any]:
 
 
 def environment_metadata(backends: Iterable[str] = ()) -> dict[str, Any]:
-    """Where and with what a run is measured, as a JSON-serialisable dict.
+    """Describe where and with what a run is measured, as a JSON-serialisable dict.
 
-    Top-level keys: ``os``, ``os_release``, ``os_version``, ``platform``, ``machine``,
-    ``python``, ``torch``, ``transformers``, ``regimes``, ``cpu``, ``cpu_count``,
-    ``memory_bytes``, ``hostname``, ``timestamp_utc`` (ISO 8601), ``torch_threads``,
-    ``torch_interop_threads``, ``env`` (:data:`ENV_VARS` to their values or ``None``)
-    and ``backends``: for each requested backend name its availability and either
-    its device name plus details (CUDA: runtime, driver, cuDNN, devices; MPS: macOS
-    version, chip) or the reason it is unavailable. Unknown names raise ValueError.
+    A value that cannot be determined is ``None`` rather than an error.
+
+    Parameters
+    ----------
+    backends : iterable of str, default ()
+        Backend names whose devices to describe.
+
+    Returns
+    -------
+    dict
+        Top-level keys ``os``, ``os_release``, ``os_version``, ``platform``,
+        ``machine``, ``python``, ``torch``, ``transformers``, ``regimes``, ``cpu``,
+        ``cpu_count``, ``memory_bytes``, ``hostname``, ``timestamp_utc`` (ISO 8601),
+        ``torch_threads``, ``torch_interop_threads``, ``env`` (:data:`ENV_VARS` to
+        their values or ``None``) and ``backends``: for each requested backend its
+        availability and either its device name plus details (CUDA: runtime, driver,
+        cuDNN, devices; MPS: macOS version, chip) or the reason it is unavailable.
+
+    Raises
+    ------
+    ValueError
+        For an unknown backend name.
+
+    Examples
+    --------
+    >>> meta = environment_metadata(["cpu"])
+    >>> meta["backends"]["cpu"]["available"], meta["env"]["CUDA_VISIBLE_DEVICES"] is None
+    (True, True)
     """
     requested = list(dict.fromkeys(backends))
     return {

@@ -30,8 +30,10 @@ from transformers import (
     GPT2Config,
     OPTConfig,
     PretrainedConfig,
+    PreTrainedModel,
 )
 
+from ._dtypes import DTYPES, torch_dtype
 from .backends import Backend
 
 __all__ = [
@@ -45,23 +47,13 @@ __all__ = [
     "torch_dtype",
 ]
 
-DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 WEIGHTS: tuple[str, ...] = ("random", "pretrained")
 
-_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _CONFIG_CLASSES: dict[str, type[PretrainedConfig]] = {
     "gpt2": GPT2Config,
     "bloom": BloomConfig,
     "opt": OPTConfig,
 }
-
-
-def torch_dtype(dtype: str) -> torch.dtype:
-    """The :class:`torch.dtype` for one of :data:`DTYPES`; ValueError otherwise."""
-    try:
-        return _TORCH_DTYPES[dtype]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {DTYPES}") from None
 
 
 @dataclass(frozen=True)
@@ -80,7 +72,7 @@ class ModelPreset:
     hub_id: str | None = None
 
     def config(self) -> PretrainedConfig:
-        """A fresh config object; building it allocates no weights."""
+        """Build a fresh config object (it allocates no weights)."""
         return _CONFIG_CLASSES[self.family](**dict(self.config_kwargs))
 
     @property
@@ -200,7 +192,7 @@ class LoadedModel:
     ``eos_token_ids`` are the end-of-sequence ids the engines suppress.
     """
 
-    model: torch.nn.Module
+    model: PreTrainedModel
     label: str
     vocab_size: int
     max_positions: int | None
@@ -239,7 +231,7 @@ def _max_positions(config: PretrainedConfig) -> int | None:
     return None
 
 
-def _build_random(name: str, seed: int) -> torch.nn.Module:
+def _build_random(name: str, seed: int) -> PreTrainedModel:
     preset = PRESETS.get(name)
     if preset is None:
         raise ValueError(
@@ -252,7 +244,7 @@ def _build_random(name: str, seed: int) -> torch.nn.Module:
         return AutoModelForCausalLM.from_config(preset.config())
 
 
-def _load_pretrained(name: str, dtype: torch.dtype) -> torch.nn.Module:
+def _load_pretrained(name: str, dtype: torch.dtype) -> PreTrainedModel:
     try:
         return AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
     except OSError as exc:
@@ -284,8 +276,46 @@ def load_model(
     ``weights="pretrained"``: ``name`` is a hub id or a local directory written by
     ``save_pretrained``; weights are loaded in ``dtype``.
 
-    ``label`` (default: the preset name, or the directory's base name, or the hub id)
-    is what the trial table's ``model`` column will say.
+    Every loaded model gets a clean greedy generation config whose end-of-sequence
+    ids are kept, so that the engines can suppress them.
+
+    Parameters
+    ----------
+    name : str
+        A preset name (``weights="random"``), or a hub id or a local directory
+        (``weights="pretrained"``).
+    dtype : str, default "float32"
+        ``float32``, ``float16`` or ``bfloat16``.
+    device : str, torch.device or Backend, default "cpu"
+        Where the weights go.
+    weights : str, default "random"
+        ``"random"`` or ``"pretrained"``.
+    seed : int, default 0
+        Seed of the random weights.
+    label : str, optional
+        What the trial table's ``model`` column will say (default: the preset name,
+        the directory's base name, or the hub id).
+
+    Returns
+    -------
+    LoadedModel
+        The model with its label, vocabulary size, position limit and EOS ids.
+
+    Raises
+    ------
+    ValueError
+        An unknown preset, dtype, weights kind or device, or a checkpoint that cannot
+        be loaded.
+
+    See Also
+    --------
+    run_generation : generate and time exactly ``budget`` tokens with it.
+
+    Examples
+    --------
+    >>> loaded = load_model("tiny-gpt2", seed=1)
+    >>> loaded.label, loaded.max_positions, loaded.eos_token_ids
+    ('tiny-gpt2', 2048, (999,))
     """
     if weights not in WEIGHTS:
         raise ValueError(f"unknown weights {weights!r}; expected one of {WEIGHTS}")
@@ -297,7 +327,8 @@ def load_model(
     else:
         model = _load_pretrained(name, target_dtype)
         default_label = os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name
-    model = model.to(device=target_device, dtype=target_dtype)
+    # transformers wraps `to` in a decorator whose signature mypy misreads.
+    model = model.to(device=target_device, dtype=target_dtype)  # type: ignore[call-arg]
     model.eval()
 
     config = model.config
@@ -327,8 +358,8 @@ def load_model(
     )
 
 
-def make_prompt(prompt_tokens: int, vocab_size: int, *, seed: int = 0) -> torch.LongTensor:
-    """A deterministic prompt of shape ``(1, prompt_tokens)`` on the CPU.
+def make_prompt(prompt_tokens: int, vocab_size: int, *, seed: int = 0) -> torch.Tensor:
+    """Draw a deterministic prompt of shape ``(1, prompt_tokens)`` on the CPU.
 
     Ids are drawn uniformly from ``[4, vocab_size - 1)`` with a private generator seeded
     by ``seed``: the presets keep their special tokens (pad, bos, eos, unk) at ids 0-3

@@ -54,10 +54,15 @@ TRIAL_SCHEMA: dict[str, pl.DataType] = {
     "rss_bytes": pl.Int64(),
     "instrumented": pl.Boolean(),
     "process_id": pl.String(),
+    "host": pl.String(),
+    "injected_factor": pl.Float64(),
 }
-"""Column types of the trial table (DESIGN.md). ``engine`` and ``process_id`` are
-additions: which generation engine produced the row, and a unique id of the OS process
-it ran in (a resumed session runs in a new process, and that must stay visible)."""
+"""Column types of the trial table (DESIGN.md). ``engine``, ``process_id``, ``host`` and
+``injected_factor`` are additions: which generation engine produced the row, a unique id
+of the OS process it ran in (a resumed session runs in a new process, and that must stay
+visible), the machine's host name (null in runs written before it was recorded), and
+the slowdown injected into a synthetic run (1.0 outside its interval, null in runs
+without fault injection)."""
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("backend", "model", "use_cache", "budget", "latency_s")
 

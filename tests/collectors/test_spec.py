@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from collectors import spec as spec_module
-from collectors.spec import Case, SpecError, SweepSpec
+from collectors.spec import Case, Injection, SpecError, SweepSpec
 from regimes.data.schema import RegimesInputError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sweeps"
@@ -61,6 +61,20 @@ def test_to_dict_round_trips_and_differences():
     assert spec.differences(other) == ["sessions"]
 
 
+def test_inject_is_an_inclusive_interval_and_round_trips():
+    spec = SweepSpec.from_dict(with_(inject={"start": 3, "stop": 4, "factor": 2}))
+    assert spec.inject == Injection(3, 4, 2.0)
+    assert [spec.inject.factor_for(b) for b in (2, 3, 4, 5)] == [1.0, 2.0, 2.0, 1.0]
+    assert spec.to_dict()["inject"] == {"start": 3, "stop": 4, "factor": 2.0}
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    assert SweepSpec.from_dict(BASE).inject is None
+    assert SweepSpec.from_dict(BASE).differences(spec) == ["inject"]
+
+
+def test_every_key_has_a_declared_constraint():
+    assert set(spec_module._PARAMETER_CONSTRAINTS) == set(SweepSpec.keys())
+
+
 def test_spec_error_is_an_input_error():
     assert issubclass(SpecError, RegimesInputError)
 
@@ -100,6 +114,14 @@ def test_spec_error_is_an_input_error():
         (with_(prompt_tokens=[0]), "'prompt_tokens' must be >= 1"),
         (with_(instrument="yes"), "'instrument' must be true or false"),
         (with_(seed=1.5), "'seed' must be an integer"),
+        (with_(inject=3.0), "'inject' must be a table {start, stop, factor}"),
+        (with_(inject={"start": 2, "stop": 4}), "'inject' lacks ['factor']"),
+        (with_(inject={"start": 2, "stop": 4, "factr": 2}), "did you mean 'factor'?"),
+        (with_(inject={"start": 4, "stop": 2, "factor": 2}), "'inject.stop' must be >= 4"),
+        (with_(inject={"start": 0, "stop": 2, "factor": 2}), "'inject.start' must be >= 1"),
+        (with_(inject={"start": 2, "stop": 4, "factor": 0.5}), "'inject.factor' must be"),
+        (with_(inject={"start": 2, "stop": 4, "factor": "3"}), "'inject.factor' must be"),
+        (with_(inject={"start": 2, "stop": 4, "factor": float("inf")}), "must be finite"),
     ],
 )
 def test_bad_specs_name_the_problem(data, needle):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from collections import Counter
 
 import polars as pl
@@ -16,15 +17,17 @@ import pytest
 
 import regimes
 from collectors import engines, models
+from collectors._process import crash_error_rows
+from collectors._session import DEADLINE, process_id
+from collectors._signals import Interrupts
 from collectors.spec import Case, SpecError, SweepSpec
 from collectors.sweep import (
     RunState,
     ScheduledTrial,
-    _crash_error_rows,
-    _Interrupts,
+    collect_budgets,
     plan_session,
-    process_id,
     run_session,
+    run_stored_session,
     run_sweep,
     schedule,
 )
@@ -75,7 +78,7 @@ def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     assert len(order) == spec.trials_per_session()
     groups = [t.case.load_key for t in order]
     # each model is loaded once per session: its generations are contiguous
-    changes = sum(1 for a, b in zip(groups, groups[1:], strict=False) if a != b)
+    changes = sum(1 for a, b in zip(groups[:-1], groups[1:], strict=True) if a != b)
     assert changes == len(spec.models) - 1
     per_group = len(spec.cases()) // len(spec.models)
     for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
@@ -166,6 +169,22 @@ def test_sweep_writes_the_trial_schema(tiny_run):
     assert not df["instrumented"].any() and df["prefill_s"].is_null().all()
     assert df["rss_bytes"].min() > 0
     assert set(df["engine"]) == {"generate"} and set(df["device"]) == {models_device()}
+
+
+def test_every_trial_records_its_host(tiny_run):
+    _, path, _ = tiny_run
+    df = regimes.load(path)
+    assert df["host"].null_count() == 0 and set(df["host"]) == {socket.gethostname()}
+
+
+def test_a_run_written_without_the_host_column_still_loads(tmp_path, tiny_run):
+    _, path, _ = tiny_run
+    old = regimes.load(path).drop("host")
+    (tmp_path / "old" / "trials").mkdir(parents=True)
+    old.write_parquet(tmp_path / "old" / "trials" / "part-0.parquet")  # as older versions wrote
+    df = regimes.load(tmp_path / "old")
+    assert df.schema == pl.Schema(regimes.TRIAL_SCHEMA)
+    assert df.height == old.height and df["host"].is_null().all()
 
 
 def models_device() -> str:
@@ -333,7 +352,7 @@ def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
 def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeypatch):
     """Slices end on a counted deadline (a controllable clock); each slice stands for a
     fresh process, as with ``--max-seconds`` reruns, so it gets its own process id."""
-    from collectors import sweep
+    from collectors import _session
 
     spec = tiny(warmup=2, trials=2, sessions=2, budgets=[2, 4])
     path = tmp_path / "run"
@@ -344,7 +363,7 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
     for session in range(spec.sessions):
         while plan_session(spec, session, RunState.read(writer)):
             slices += 1
-            monkeypatch.setattr(sweep, "process_id", lambda slice_id=slices: f"slice-{slice_id}")
+            monkeypatch.setattr(_session, "process_id", lambda slice_id=slices: f"slice-{slice_id}")
             asks = iter(range(10_000))
             # The 1st question comes before the model load; the deadline then passes
             # after the first warm-up of the slice's second case.
@@ -352,7 +371,7 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
                 spec,
                 writer,
                 session,
-                should_stop=lambda asks=asks: sweep._DEADLINE if next(asks) >= 5 else None,
+                should_stop=lambda asks=asks: DEADLINE if next(asks) >= 5 else None,
             )
             stopped_mid_warmup += outcome.warmups % spec.warmup != 0
             assert outcome.measured > 0  # a slice always gets through a warmed case
@@ -378,12 +397,12 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
 
     totals = []
 
-    class Recording(sweep._Progress):
+    class Recording(sweep.Progress):
         def __init__(self, total: int, enabled: bool):
             totals.append(total)
             super().__init__(total, enabled)
 
-    monkeypatch.setattr(sweep, "_Progress", Recording)
+    monkeypatch.setattr(sweep, "Progress", Recording)
     spec = tiny(warmup=2, sessions=1)
     path = tmp_path / "run"
     run_sweep(spec, path, max_seconds=1e-9, progress=False)
@@ -392,7 +411,7 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
         spec,
         RunWriter(path, None),
         0,
-        should_stop=lambda asks=asks: sweep._DEADLINE if next(asks) >= 5 else None,
+        should_stop=lambda: DEADLINE if next(asks) >= 5 else None,
     )
     assert first.measured == 2 and first.warmups == 4
     result = run_sweep(spec, path, progress=False)
@@ -428,7 +447,7 @@ def test_a_crashed_session_process_is_charged_to_its_case():
     spec = tiny(sessions=1)
     case = spec.cases()[3]
     start = {"event": "start", "session": 0, "case": case.__dict__, "trial": 0, "warmup": False}
-    rows = _crash_error_rows("r", spec, 0, start, -signal.SIGKILL)
+    rows = crash_error_rows("r", spec, 0, start, -signal.SIGKILL)
     assert (
         len(rows) == 1
         and rows[0]["budget"] == case.budget
@@ -442,13 +461,13 @@ def test_a_crashed_session_process_is_charged_to_its_case():
         "backend": "cpu",
         "dtype": "float32",
     }
-    assert len(_crash_error_rows("r", spec, 0, load, 1)) == len(spec.cases())
-    assert _crash_error_rows("r", spec, 0, None, 1) == []
+    assert len(crash_error_rows("r", spec, 0, load, 1)) == len(spec.cases())
+    assert crash_error_rows("r", spec, 0, None, 1) == []
 
 
 def test_signals_wait_for_the_part_being_written():
     before = signal.getsignal(signal.SIGTERM)
-    guard = _Interrupts()
+    guard = Interrupts()
     written = []
     with guard, pytest.raises(KeyboardInterrupt):
         with guard.deferred():
@@ -475,3 +494,118 @@ def test_interrupted_compaction_leaves_readable_duplicates(tmp_path, tiny_run):
 def test_case_labels_are_readable():
     case = Case("tiny-gpt2", "cpu", "float32", False, 4, 6)
     assert case.label() == "tiny-gpt2/cpu/float32/no-cache/prompt=4/budget=6"
+
+
+# -- fault injection -------------------------------------------------------------------
+
+
+def test_an_injected_run_is_marked_synthetic_in_meta_and_every_trial(tmp_path, monkeypatch):
+    asked = []
+    real = engines.run_generation
+
+    def spy(loaded, backend, input_ids, *, budget, slowdown=1.0, **kwargs):
+        asked.append((budget, slowdown))
+        return real(loaded, backend, input_ids, budget=budget, slowdown=slowdown, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", spy)
+    spec = tiny(sessions=1, inject={"start": 3, "stop": 4, "factor": 2.5})
+    run_sweep(spec, tmp_path / "run", progress=False)
+    run = read_run(tmp_path / "run")
+    assert run.meta["synthetic"] is True
+    assert run.meta["inject"] == {"start": 3, "stop": 4, "factor": 2.5}
+    factors = dict(run.trials.select("budget", "injected_factor").unique().iter_rows())
+    assert factors == {2: 1.0, 4: 2.5, 6: 1.0}
+    assert {budget: slowdown for budget, slowdown in asked} == factors  # warm-ups too
+
+
+def test_a_run_without_injection_has_no_injected_factor(tiny_run):
+    _, path, _ = tiny_run
+    run = read_run(path)
+    assert run.trials["injected_factor"].is_null().all() and "synthetic" not in run.meta
+
+
+# -- collect_budgets: more budgets in fresh sessions of the same run ---------------------
+
+
+def test_collect_budgets_appends_fresh_sessions_of_the_same_spec(tmp_path):
+    spec = tiny(sessions=2, inject={"start": 5, "stop": 5, "factor": 2.0})
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False)
+    before = regimes.load(path)
+    result = collect_budgets(path, [3, 5], sessions=2, trials=1)
+    assert result.status == "complete" and result.sessions == (2, 3)
+    assert result.batch == "batch-0" and result.measured == 2 * 2 * 2 * 1
+    df = regimes.load(path)
+    new = df.filter(pl.col("session") >= 2)
+    assert df.filter(pl.col("session") < 2).sort("order").equals(before.sort("order"))
+    assert set(new["budget"]) == {3, 5} and set(new["use_cache"]) == {True, False}
+    assert (
+        measured(new).group_by("session", "budget", "use_cache").len()["len"].to_list() == [1] * 8
+    )
+    assert dict(new.select("budget", "injected_factor").unique().iter_rows()) == {3: 1.0, 5: 2.0}
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert df["order"].sort().to_list() == list(range(df.height))
+    assert new["process_id"].n_unique() == 1 and new["run_id"][0] == before["run_id"][0]
+    meta = read_run(path).meta
+    assert meta["batches"][0]["sessions"] == [2, 3]
+    assert meta["batches"][0]["overrides"] == {"budgets": [3, 5], "trials": 1}
+    assert result.measured_on_disk == result.measured_expected == spec.total_trials() + 8
+    # a finished batch is not resumed: the same call again takes new sessions
+    again = collect_budgets(path, [3, 5], sessions=2, trials=1)
+    assert again.sessions == (4, 5) and again.batch == "batch-1"
+
+
+def test_an_interrupted_batch_resumes_with_the_same_sessions(tmp_path):
+    spec = tiny(sessions=1, warmup=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False)
+    stopped = collect_budgets(path, [3], sessions=2, max_seconds=1e-9)
+    assert stopped.status == "incomplete" and stopped.measured == 0
+    writer = RunWriter(path, None)
+    asks = iter(range(100))
+    partial = run_stored_session(
+        path, 1, should_stop=lambda: "deadline" if next(asks) >= 3 else None
+    )
+    assert partial.measured == 1
+    resumed = collect_budgets(path, [3], sessions=2)
+    assert resumed.status == "complete" and resumed.sessions == stopped.sessions == (1, 2)
+    assert resumed.measured == 2 * 2 * spec.trials - 1
+    df = regimes.load(path)
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert len(RunState.read(writer).sessions) == 3
+    assert [b["batch"] for b in read_run(path).meta["batches"]] == ["batch-0"]
+
+
+def test_a_named_batch_resumes_and_must_keep_its_settings(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1), path, progress=False)
+    first = collect_budgets(path, [3], batch="probe-3")
+    assert collect_budgets(path, [3], batch="probe-3").sessions == first.sessions
+    with pytest.raises(SpecError, match="batch 'probe-3' was recorded with"):
+        collect_budgets(path, [5], batch="probe-3")
+
+
+def test_collect_budgets_checks_budgets_against_the_spec(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1), path, progress=False)
+    with pytest.raises(SpecError, match="'budgets' must be positive"):
+        collect_budgets(path, [0])
+    with pytest.raises(SpecError, match="exceeds tiny-gpt2's 2048 positions"):
+        collect_budgets(path, [4000])
+    with pytest.raises(SpecError, match="sessions must be a positive integer"):
+        collect_budgets(path, [3], sessions=0)
+    with pytest.raises(SpecError, match="not a run directory"):
+        collect_budgets(tmp_path / "nothing", [3])
+    assert "batches" not in read_run(path).meta
+
+
+def test_a_batch_in_fresh_processes_runs_the_batch_spec(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1, trials=1, use_cache=[True], budgets=[2]), path, progress=False)
+    result = collect_budgets(path, [3, 4], isolation="process", warmup=0)
+    assert result.status == "complete", result.summary()
+    new = regimes.load(path).filter(pl.col("session") == 1)
+    assert sorted(new["budget"]) == [3, 4] and not new["warmup"].any()
+    assert new["process_id"].n_unique() == 1 and process_id() not in set(new["process_id"])
+    with pytest.raises(SpecError, match="has no session 7"):
+        run_stored_session(path, 7)
