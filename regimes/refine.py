@@ -38,7 +38,7 @@ import polars as pl
 from regimes._refine.brackets import Boundary, boundaries_from, curve_noise
 from regimes._refine.design import BoundaryState, Evidence
 from regimes._refine.oracle import SimulatedProbe
-from regimes._refine.sprt import LEFT, RIGHT, Thresholds, separable
+from regimes._refine.sprt import LEFT, RIGHT, Thresholds
 from regimes._result import AnalysisResult, untested_frame
 from regimes.data.schema import RegimesInputError, as_polars, check_fraction
 
@@ -78,7 +78,8 @@ class RefineResult(AnalysisResult):
         One row per probe: ``boundary``, ``budget``, ``n`` (trials), ``sessions``,
         ``level`` (median log latency, or log speedup), ``mu_left``, ``mu_right``,
         ``llr`` (log-likelihood ratio, right over left), ``decision`` (the side's
-        state, e.g. ``normal``/``anomalous``, or ``undecided`` / ``pending``),
+        state, e.g. ``normal``/``anomalous``; ``undecided`` at the cap; ``between`` or
+        ``beyond`` for a level that fits neither side; ``pending`` while measured),
         ``batches`` measured by this call and ``on_disk`` (it had trials before).
     untested : polars.DataFrame
         Boundaries that could not be refined, with the reason.
@@ -144,6 +145,7 @@ def refine_boundaries(
     error_rate: float = 0.01,
     max_trials: int = 24,
     min_trials: int = 3,
+    min_sessions: int = 2,
     grid: Sequence[int] | None = None,
     alpha: float = 0.05,
     min_ratio: float = 1.25,
@@ -176,6 +178,9 @@ def refine_boundaries(
     min_trials : int, default 3
         Trials of a batch, and fewest a decision rests on (a median of three is robust
         to one hiccup).
+    min_sessions : int, default 2
+        Fewest fresh sessions a decision rests on: one process that happens to run
+        slow (MPSGraph may pick a slower kernel per process) cannot decide a probe.
     grid : sequence of int, optional
         The budgets the detection sees; default the run's spec budgets (``meta.json``)
         or, for a frame, every budget in it.
@@ -214,34 +219,52 @@ def refine_boundaries(
     >>> res.boundaries.select("kind", "low", "high", "resolved").rows()
     [('onset', 504, 505, True), ('recovery', 633, 634, True)]
     """
-    _check(resolution, max_generations, max_seconds, error_rate, max_trials, min_trials)
+    settings = _Settings(resolution, error_rate, max_trials, min_trials, min_sessions)
+    _check(settings, max_generations, max_seconds)
     trials, meta, path = _read(run)
     budgets = _grid(trials, meta, grid)
     detect = dict(alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed)
-    plan = _Plan.build(trials, budgets, error_rate, min_trials, max_trials, resolution, detect)
+    plan = _Plan.build(trials, budgets, settings, detect)
     prober = probe if probe is not None else _default_prober(path, plan)
     started = time.monotonic()
     collected = _rounds(plan, prober, max_generations, max_seconds, started)
     params = dict(
         resolution=resolution, max_generations=max_generations, max_seconds=max_seconds,
         error_rate=error_rate, max_trials=max_trials, min_trials=min_trials,
+        min_sessions=min_sessions,
         grid=sorted(budgets), alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed,
         label_columns=plan.label_columns, elapsed_s=time.monotonic() - started,
     )  # fmt: skip
     return plan.result(collected, params)
 
 
-def _check(
-    resolution: int,
-    max_generations: int | None,
-    max_seconds: float | None,
-    error_rate: float,
-    max_trials: int,
-    min_trials: int,
-) -> None:
-    if not (isinstance(resolution, int) and resolution >= 1):
+@dataclass(frozen=True)
+class _Settings:
+    """The sequential design's settings, checked once."""
+
+    resolution: int
+    error_rate: float
+    max_trials: int
+    min_trials: int
+    min_sessions: int
+
+    def state(self, boundary: Boundary) -> BoundaryState:
+        """Start refining ``boundary`` under these settings."""
+        return BoundaryState(
+            boundary,
+            Thresholds.from_error_rate(self.error_rate),
+            self.min_trials,
+            self.max_trials,
+            self.resolution,
+            self.min_sessions,
+        )
+
+
+def _check(settings: _Settings, max_generations: int | None, max_seconds: float | None) -> None:
+    s = settings
+    if not (isinstance(s.resolution, int) and s.resolution >= 1):
         raise RegimesInputError(
-            f"resolution must be a whole number of tokens >= 1, got {resolution!r}"
+            f"resolution must be a whole number of tokens >= 1, got {s.resolution!r}"
         )
     if max_generations is not None and not (
         isinstance(max_generations, int) and max_generations >= 0
@@ -249,17 +272,20 @@ def _check(
         raise RegimesInputError(f"max_generations must be an integer >= 0, got {max_generations!r}")
     if max_seconds is not None and not (math.isfinite(max_seconds) and max_seconds >= 0):
         raise RegimesInputError(f"max_seconds must be a number >= 0, got {max_seconds!r}")
-    check_fraction(error_rate=error_rate)
-    if error_rate >= 0.5:
-        raise RegimesInputError(f"error_rate must be below 0.5, got {error_rate}")
-    if not (isinstance(min_trials, int) and min_trials >= 2):
+    check_fraction(error_rate=s.error_rate)
+    if s.error_rate >= 0.5:
+        raise RegimesInputError(f"error_rate must be below 0.5, got {s.error_rate}")
+    if not (isinstance(s.min_trials, int) and s.min_trials >= 2):
         raise RegimesInputError(
             "min_trials must be an integer >= 2 (a probe's noise needs replication), "
-            f"got {min_trials!r}"
+            f"got {s.min_trials!r}"
         )
-    if not (isinstance(max_trials, int) and max_trials >= min_trials):
+    if not (isinstance(s.min_sessions, int) and s.min_sessions >= 1):
+        raise RegimesInputError(f"min_sessions must be an integer >= 1, got {s.min_sessions!r}")
+    if not (isinstance(s.max_trials, int) and s.max_trials >= s.min_trials * s.min_sessions):
         raise RegimesInputError(
-            f"max_trials must be an integer >= min_trials ({min_trials}), got {max_trials!r}"
+            f"max_trials must be an integer >= min_trials x min_sessions "
+            f"({s.min_trials * s.min_sessions}), got {s.max_trials!r}"
         )
 
 
@@ -329,10 +355,7 @@ class _Plan:
         cls,
         trials: pl.DataFrame,
         grid: set[int],
-        error_rate: float,
-        min_trials: int,
-        max_trials: int,
-        resolution: int,
+        settings: _Settings,
         options: dict[str, Any],
     ) -> _Plan:
         """Detect on the grid, bracket every boundary and take in the probes on disk."""
@@ -342,20 +365,16 @@ class _Plan:
         report = detect_regimes(on_grid, **options)
         columns = list(report.group_columns)
         measured = _log_trials(trials, columns)
-        grid_measured = measured.filter(pl.col("budget").is_in(sorted(grid)))
-        noise = curve_noise(grid_measured, columns, report.groups)
+        noise = curve_noise(columns, report.groups)
         boundaries, untested = boundaries_from(report, _speedup(on_grid, options), noise)
-        thresholds = Thresholds.from_error_rate(error_rate)
-        evidence = Evidence(measured, columns)
+        evidence = Evidence(measured, columns, noise)
         states = []
         for boundary in boundaries:
-            noises = [c.noise for c in boundary.components]
-            step = boundary.step()
-            if not separable(step, noises, thresholds, min_trials, max_trials, boundary.line_var):
+            state = settings.state(boundary)
+            state.start(evidence)
+            if not state.separable():
                 untested.append(boundary.group | {"reason": _inseparable(boundary)})
                 continue
-            state = BoundaryState(boundary, thresholds, min_trials, max_trials, resolution)
-            state.start(evidence)
             states.append(state)
         varying = [c for c in columns if report.groups.get_column(c).n_unique() > 1]
         labels = varying or [c for c in ("model",) if c in columns]
@@ -521,8 +540,8 @@ def _probe_row(index: int, state: BoundaryState, probe: Any) -> tuple[Any, ...]:
         decision = b.left_state
     elif probe.decision == RIGHT:
         decision = b.right_state
-    elif probe.between:
-        decision = "between"
+    elif probe.misfit is not None:
+        decision = probe.misfit
     else:
         decision = "undecided" if probe.exhausted else "pending"
     return (

@@ -31,10 +31,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from regimes._refine.sprt import Noise
-from regimes._stats.intervals import median_variance_factor
 
 __all__ = ["SIDE_CELLS", "Boundary", "Component", "Line", "boundaries_from", "curve_noise"]
 
@@ -93,71 +91,26 @@ class Boundary:
         return right - left
 
 
-def curve_noise(
-    frame: pl.DataFrame, group_columns: list[str], groups: pl.DataFrame
-) -> dict[tuple[Any, ...], Noise]:
-    """Estimate the noise of every curve.
+def curve_noise(group_columns: list[str], groups: pl.DataFrame) -> dict[tuple[Any, ...], Noise]:
+    """Return the noise of every curve read from the detection's ``groups`` table.
 
-    Within-session and cell scales come from the detection's ``groups`` table, the
-    between-session scale of fresh processes from the cells measured in several
-    sessions (0 where none is: then the cell scale carries it).
-
-    ``frame`` holds the prepared grid trials (``_ly``, ``_session``, the group columns
-    and ``budget``).
+    The within-session and cell scales; the between-session scale of fresh processes
+    is left at 0 here: it is estimated from every cell measured in several sessions,
+    probes included, as they accumulate (:meth:`regimes._refine.design.Evidence.noise`).
     """
-    between = _session_variance(frame, group_columns)
     out: dict[tuple[Any, ...], Noise] = {}
     for row in groups.iter_rows(named=True):
         key = tuple(row[c] for c in group_columns)
-        sigma_w = _finite(row.get("sigma_within"))
-        tau = _finite(row.get("tau_between"))
-        pooled, per_session = between.get(key, (0.0, 1.0))
-        kappa = float(median_variance_factor(np.asarray([max(int(per_session), 1)]))[0])
-        sigma_s2 = max(0.0, pooled - kappa * sigma_w**2 / max(per_session, 1.0))
-        out[key] = Noise(sigma_w=sigma_w, sigma_s=math.sqrt(sigma_s2), tau=tau)
+        out[key] = Noise(
+            sigma_w=_finite(row.get("sigma_within")),
+            sigma_s=0.0,
+            tau=_finite(row.get("tau_between")),
+        )
     return out
 
 
 def _finite(value: Any) -> float:
     return float(value) if value is not None and math.isfinite(float(value)) else 0.0
-
-
-def _session_variance(
-    frame: pl.DataFrame, group_columns: list[str]
-) -> dict[tuple[Any, ...], tuple[float, float]]:
-    """Pool, per curve, the variance of session medians within cells.
-
-    The median of the cells' chi-square-scaled variances, as
-    :func:`regimes._stats.intervals.cell_levels` pools it, and the median trials per
-    session.
-    """
-    keys = [*group_columns, "budget"]
-    sessions = frame.group_by([*keys, "_session"]).agg(
-        pl.col("_ly").median().alias("_m"), pl.len().alias("_n")
-    )
-    cells = (
-        sessions.group_by(keys)
-        .agg(
-            pl.col("_m").var(ddof=1).alias("_var"),
-            pl.len().alias("_k"),
-            pl.col("_n").median().alias("_n"),
-        )
-        .filter(pl.col("_k") > 1)
-    )
-    out: dict[tuple[Any, ...], tuple[float, float]] = {}
-    if cells.height == 0:
-        return out
-    df = cells.get_column("_k").to_numpy() - 1.0
-    cells = cells.with_columns(
-        pl.Series("_scaled", cells.get_column("_var").to_numpy() * df / stats.chi2.median(df))
-    )
-    by_curve = cells.group_by(group_columns or pl.lit(0)).agg(
-        pl.col("_scaled").median(), pl.col("_n").median()
-    )
-    for row in by_curve.iter_rows(named=True):
-        key = tuple(row[c] for c in group_columns)
-        out[key] = (float(row["_scaled"]), float(row["_n"]))
-    return out
 
 
 SIDE_CELLS = 3
@@ -178,13 +131,18 @@ class _Found(NamedTuple):
 
 @dataclass(frozen=True)
 class _CurveCells:
-    """One curve's grid: budgets, log trend, log ratio over it, level variance, segment."""
+    """One curve's grid cells.
+
+    Budgets, log trend, log ratio over it, level variance, segment, and whether the
+    detection flagged each cell anomalous.
+    """
 
     budgets: np.ndarray
     log_trend: np.ndarray
     log_ratio: np.ndarray
     var: np.ndarray
     segment: np.ndarray
+    flagged: np.ndarray
 
     def index(self, budget: int) -> int:
         return int(np.searchsorted(self.budgets, budget))
@@ -194,10 +152,6 @@ class _CurveCells:
         du = math.log(self.budgets[j]) - math.log(self.budgets[i])
         slope = (self.log_trend[j] - self.log_trend[i]) / du
         return Line(float(self.budgets[i]), float(self.log_trend[i]), float(slope))
-
-    def mean_ratio(self, cells: list[int]) -> tuple[float, float]:
-        """Return the mean log ratio over the trend of ``cells``, and its variance."""
-        return float(self.log_ratio[cells].mean()), float(self.var[cells].mean() / len(cells))
 
     def side_line(self, cells: list[int], anchor: int, slope: float) -> tuple[Line, float]:
         """Return the mean level of ``cells`` carried along ``slope`` to cell ``anchor``."""
@@ -224,12 +178,18 @@ def _cells_by_curve(
             if "segment" in part.columns
             else np.zeros(part.height, dtype=np.int64)
         )
+        flagged = (
+            part.get_column("anomalous").to_numpy()
+            if "anomalous" in part.columns
+            else np.zeros(part.height, dtype=bool)
+        )
         out[key] = _CurveCells(
             part.get_column("budget").to_numpy(),
             log_trend,
             np.log(part.get_column(value).to_numpy()) - log_trend,
             variance(key, part),
             segment,
+            flagged,
         )
     return out
 
@@ -239,10 +199,10 @@ def _interval_boundaries(
 ) -> tuple[list[_Found], list[str]]:
     """Bracket the onset and recovery of one anomalous interval.
 
-    The normal level is the trend through the two bracket cells; the anomalous one is
-    the trend times the mean ratio of the (at most :data:`SIDE_CELLS`) anomalous cells
-    nearest the boundary. Also return the reasons for the boundaries that have no
-    bracket (at an end of the grid).
+    Each side's level is the mean of its (at most :data:`SIDE_CELLS`) cells nearest the
+    boundary, carried along the trend's local slope: inside the interval, and outside
+    it up to the next flagged cell. Also return the reasons for the boundaries that
+    have no bracket (at an end of the grid).
     """
     normal, odd = states
     found, missing = [], []
@@ -250,47 +210,59 @@ def _interval_boundaries(
     if i == 0:
         missing.append(f"the {odd} interval starting at {row['start']} starts the grid")
     else:
-        line = cells.trend_line(i - 1, i)
-        shift, var = cells.mean_ratio(list(range(i, min(i + SIDE_CELLS, j + 1))))
-        trend_var = float(cells.var[[i - 1, i]].mean() / 2)
-        low, high = int(cells.budgets[i - 1]), int(cells.budgets[i])
-        found.append(
-            _Found("onset", low, high, line, line.shifted(shift), states, max(var, trend_var))
-        )
+        outside = _unflagged(cells, range(i - 1, max(-1, i - 1 - SIDE_CELLS), -1))
+        inside = list(range(i, min(i + SIDE_CELLS, j + 1)))
+        found.append(_sides(cells, "onset", i - 1, outside, inside, states))
     if row["recovered"] and j + 1 < cells.budgets.size:
-        line = cells.trend_line(j, j + 1)
-        shift, var = cells.mean_ratio(list(range(max(i, j - SIDE_CELLS + 1), j + 1)))
-        trend_var = float(cells.var[[j, j + 1]].mean() / 2)
-        low, high = int(cells.budgets[j]), int(cells.budgets[j + 1])
-        found.append(
-            _Found(
-                "recovery", low, high, line.shifted(shift), line, (odd, normal),
-                max(var, trend_var),
-            )
-        )  # fmt: skip
+        inside = list(range(max(i, j - SIDE_CELLS + 1), j + 1))
+        outside = _unflagged(cells, range(j + 1, min(cells.budgets.size, j + 1 + SIDE_CELLS)))
+        found.append(_sides(cells, "recovery", j, inside, outside, (odd, normal)))
     return found, missing
+
+
+def _unflagged(cells: _CurveCells, indices: range) -> list[int]:
+    """Return the leading cells of ``indices`` up to the first one flagged anomalous."""
+    out = []
+    for k in indices:
+        if cells.flagged[k]:
+            break
+        out.append(k)
+    return out
+
+
+def _sides(
+    cells: _CurveCells,
+    kind: str,
+    low: int,
+    left: list[int],
+    right: list[int],
+    states: tuple[str, str],
+) -> _Found:
+    """Bracket a boundary between cells ``low`` and ``low + 1`` from each side's cells."""
+    slope = cells.trend_line(low, low + 1).slope
+    left_line, left_var = cells.side_line(left, low, slope)
+    right_line, right_var = cells.side_line(right, low + 1, slope)
+    return _Found(
+        kind,
+        int(cells.budgets[low]),
+        int(cells.budgets[low + 1]),
+        left_line,
+        right_line,
+        states,
+        max(left_var, right_var),
+    )
 
 
 def _change_boundary(cells: _CurveCells, i: int) -> _Found:
     """Bracket a change between cells ``i - 1`` and ``i``.
 
     Each side's level is the mean of its segment's (at most :data:`SIDE_CELLS`) cells
-    nearest the change, carried along the trend's local slope: a curve with change
-    points but no anomaly has no trend that follows its segments.
+    nearest the change, carried along the trend's local slope.
     """
-    slope = cells.trend_line(i - 1, i).slope
-    before = [
-        k for k in range(max(0, i - SIDE_CELLS), i) if cells.segment[k] == cells.segment[i - 1]
-    ]
-    after = [
-        k
-        for k in range(i, min(cells.budgets.size, i + SIDE_CELLS))
-        if cells.segment[k] == cells.segment[i]
-    ]
-    left, left_var = cells.side_line(before, i - 1, slope)
-    right, right_var = cells.side_line(after, i, slope)
-    low, high = int(cells.budgets[i - 1]), int(cells.budgets[i])
-    return _Found("change", low, high, left, right, ("before", "after"), max(left_var, right_var))
+    same = cells.segment
+    left = [k for k in range(i - 1, max(-1, i - 1 - SIDE_CELLS), -1) if same[k] == same[i - 1]]
+    right = [k for k in range(i, min(same.size, i + SIDE_CELLS)) if same[k] == same[i]]
+    return _sides(cells, "change", i - 1, left, right, ("before", "after"))
 
 
 def boundaries_from(

@@ -28,7 +28,7 @@ so a rerun after a crash resumes the probe it was measuring.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,12 +39,15 @@ from regimes._refine.brackets import Boundary
 from regimes._refine.sprt import (
     LEFT,
     RIGHT,
+    Noise,
     Thresholds,
     decide,
     log_likelihood_ratio,
     planned_trials,
     probe_variance,
+    separable,
 )
+from regimes._stats.intervals import median_variance_factor
 
 __all__ = ["BoundaryState", "Evidence", "Probe"]
 
@@ -56,9 +59,16 @@ class Evidence:
     ``_session`` (the process a trial ran in).
     """
 
-    def __init__(self, frame: pl.DataFrame, group_columns: list[str]):
+    def __init__(
+        self,
+        frame: pl.DataFrame,
+        group_columns: list[str],
+        noise: dict[tuple[Any, ...], Noise] | None = None,
+    ):
         self.group_columns = group_columns
         self._cells: dict[tuple[tuple[Any, ...], int], tuple[np.ndarray, np.ndarray]] = {}
+        self._noise = dict(noise or {})
+        self._session_scale: dict[tuple[Any, ...], float] = {}
         self.add(frame)
 
     def add(self, frame: pl.DataFrame) -> None:
@@ -76,6 +86,39 @@ class Evidence:
                 values = np.concatenate([old[0], values])
                 sessions = np.concatenate([old[1], sessions])
             self._cells[cell] = (values, sessions)
+        self._session_scale.clear()
+
+    def noise(self, curve: tuple[Any, ...]) -> Noise:
+        """Return the curve's noise, with the between-session scale from the evidence.
+
+        ``sigma_w`` and ``tau`` are the detection's; ``sigma_s`` is pooled from every
+        cell of the curve measured in several sessions (the grid's and the probes'):
+        the median of the cells' chi-square-scaled variances of session medians, less
+        what trial noise explains (as :func:`regimes._stats.intervals.cell_levels`
+        pools it). Probes run later than the grid, in fresh processes: how much a
+        process moves the level is measured on them, not assumed.
+        """
+        base = self._noise.get(curve, Noise(0.0, 0.0, 0.0))
+        if curve not in self._session_scale:
+            self._session_scale[curve] = self._between_sessions(curve, base.sigma_w)
+        return replace(base, sigma_s=self._session_scale[curve])
+
+    def _between_sessions(self, curve: tuple[Any, ...], sigma_w: float) -> float:
+        scaled, sizes = [], []
+        for (c, _), (values, sessions) in self._cells.items():
+            ids = np.unique(sessions)
+            if c != curve or ids.size < 2:
+                continue
+            parts = [values[sessions == i] for i in ids]
+            df = ids.size - 1
+            spread = float(np.var([np.median(p) for p in parts], ddof=1))
+            scaled.append(spread * df / stats.chi2.median(df))
+            sizes.append(float(np.median([p.size for p in parts])))
+        if not scaled:
+            return 0.0
+        n = max(int(np.median(sizes)), 1)
+        kappa = float(median_variance_factor(np.asarray([n]))[0])
+        return math.sqrt(max(0.0, float(np.median(scaled)) - kappa * sigma_w**2 / n))
 
     def at(self, curve: tuple[Any, ...], budget: int) -> tuple[float, int, int]:
         """Median log value, trials and sessions at a budget (nan, 0, 0 when none)."""
@@ -101,7 +144,7 @@ class Probe:
     mu_right: float = float("nan")
     llr: float = 0.0
     decision: str | None = None
-    between: bool = False
+    misfit: str | None = None
     exhausted: bool = False
     on_disk: bool = False
     batches: int = 0
@@ -116,6 +159,7 @@ class BoundaryState:
     min_trials: int
     max_trials: int
     resolution: int
+    min_sessions: int = 1
     probes: dict[int, Probe] = field(default_factory=dict)
     low: int = 0
     high: int = 0
@@ -123,9 +167,17 @@ class BoundaryState:
     generations: int = 0
     tokens: int = 0
     stopped: str | None = None
+    evidence: Evidence | None = None
 
     def __post_init__(self) -> None:
         self.low, self.high = self.boundary.low, self.boundary.high
+
+    def noises(self) -> list[Noise]:
+        """Return the noise of each component curve, as the evidence now has it."""
+        b = self.boundary
+        if self.evidence is None:
+            return [c.noise for c in b.components]
+        return [self.evidence.noise(c.curve) for c in b.components]
 
     @property
     def resolved(self) -> bool:
@@ -135,6 +187,7 @@ class BoundaryState:
     def start(self, evidence: Evidence) -> None:
         """Take in the probes already measured inside the grid bracket (a rerun)."""
         b = self.boundary
+        self.evidence = evidence
         budgets: set[int] = set()
         for component in b.components:
             budgets.update(evidence.budgets(component.curve, b.low, b.high))
@@ -142,8 +195,16 @@ class BoundaryState:
             self.probes[budget] = Probe(budget, on_disk=True)
         self.update(evidence)
 
+    def separable(self) -> bool:
+        """Whether a probe at a hypothesised level could be decided within the cap."""
+        b = self.boundary
+        return separable(
+            b.step(), self.noises(), self.thresholds, self.min_trials, self.max_trials, b.line_var
+        )
+
     def update(self, evidence: Evidence) -> None:
         """Re-evaluate every probe from the evidence and move the bracket."""
+        self.evidence = evidence
         for probe in self.probes.values():
             self._evaluate(probe, evidence)
         left = [self.boundary.low] + [p.budget for p in self.probes.values() if p.decision == LEFT]
@@ -165,33 +226,38 @@ class BoundaryState:
             return
         probe.level = float(sum(c.sign * s[0] for c, s in zip(b.components, stats, strict=True)))
         # the levels are estimates: their own variance enters the marginal likelihood
-        variance = probe_variance([c.noise for c in b.components], n, k) + b.line_var
+        variance = probe_variance(self.noises(), n, k) + b.line_var
         probe.llr = log_likelihood_ratio(probe.level, variance, probe.mu_left, probe.mu_right)
         decision = decide(probe.llr, self.thresholds)
-        short = decision is not None and self._between(probe, decision, variance)
-        # a median of fewer trials is not robust to a hiccup: no decision on it
-        enough = min(n) >= self.min_trials
-        probe.decision = decision if enough and not short else None
+        misfit = self._misfit(probe, decision, variance) if decision is not None else None
+        # a median of fewer trials is not robust to a hiccup, nor one process to a
+        # process that happened to be slow: no decision on either
+        enough = min(n) >= self.min_trials and min(k) >= self.min_sessions
+        probe.decision = decision if enough and misfit is None else None
         probe.exhausted = probe.decision is None and min(n) >= self.max_trials
-        # a level short of the chosen side is measured on: only at the cap is it partial
-        probe.between = short and probe.exhausted
+        # a level that fits neither side is measured on: only at the cap is it a misfit
+        probe.misfit = misfit if probe.exhausted else None
 
-    def _between(self, probe: Probe, decision: str, variance: float) -> bool:
-        """Whether the level lies between the two sides, off the one the test chose.
+    def _misfit(self, probe: Probe, decision: str, variance: float) -> str | None:
+        """Say whether the level fits neither side, though the test chose one.
 
         Wald's test picks the nearer of two simple hypotheses even when neither holds.
-        A level materially (a quarter of the step) and significantly (one-sided at
-        ``error_rate``, with the levels' own uncertainty) short of the chosen side,
-        towards the other, is measured on; still short at the cap, it is a partial
-        level and no side is decided for it.
+        A level significantly (one-sided at ``error_rate``, with the levels' own
+        uncertainty) and materially off the chosen side is measured on, and still off at
+        the cap it decides nothing: ``"between"`` when it falls short of the chosen side
+        by a quarter of the step or more (a partial level), ``"beyond"`` when it lies
+        past it by more than the whole step (the conditions changed since the grid, or
+        the side's level is misjudged).
         """
         step = probe.mu_right - probe.mu_left
-        if decision == RIGHT:
-            short = (probe.mu_right - probe.level) * np.sign(step)
-        else:
-            short = (probe.level - probe.mu_left) * np.sign(step)
-        scale = math.sqrt(variance)
-        return bool(short >= 0.25 * abs(step) and short >= self.z_fit * scale)
+        chosen = probe.mu_right if decision == RIGHT else probe.mu_left
+        towards_other = (chosen - probe.level) * np.sign(step) * (1 if decision == RIGHT else -1)
+        significant = abs(towards_other) >= self.z_fit * math.sqrt(variance)
+        if significant and towards_other >= 0.25 * abs(step):
+            return "between"
+        if significant and -towards_other >= abs(step):
+            return "beyond"
+        return None
 
     @property
     def z_fit(self) -> float:
@@ -205,7 +271,7 @@ class BoundaryState:
         inside = [p for p in self.probes.values() if self.low < p.budget < self.high]
         log_post = np.zeros(positions.size)
         for probe in inside:
-            if not probe.between:  # a partial level says nothing about the side
+            if probe.misfit is None:  # a level that fits neither side says nothing
                 log_post += np.where(positions <= probe.budget, probe.llr, 0.0)
         log_post -= log_post.max()
         weight = np.exp(log_post)
@@ -221,14 +287,18 @@ class BoundaryState:
         probe = self.probes.setdefault(budget, Probe(budget))
         b = self.boundary
         mu_left, mu_right = b.levels(budget)
+        have = probe.n // len(b.components)
+        # leave room under the cap for the sessions a decision still needs
+        sessions_left = max(1, self.min_sessions - probe.sessions)
+        cap = have + max(self.min_trials, (self.max_trials - have) // sessions_left)
         trials = planned_trials(
             mu_right - mu_left,
-            [c.noise for c in b.components],
-            probe.n // len(b.components),
+            self.noises(),
+            have,
             probe.sessions,
             self.thresholds,
             self.min_trials,
-            self.max_trials,
+            min(cap, self.max_trials),
             b.line_var,
         )
         return (budget, trials) if trials > 0 else None
