@@ -59,9 +59,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["Case", "ISOLATIONS", "Injection", "SpecError", "SweepSpec"]
+__all__ = ["Case", "FLEET_SESSIONS", "ISOLATIONS", "Injection", "SpecError", "SweepSpec"]
 
 ISOLATIONS: tuple[str, ...] = ("none", "process")
+
+FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
+"""How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
+can run them: each session once on one host, or every session on every host."""
 
 # A hub id is "name" or "org/name" made of letters, digits, '-', '_' and '.'.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -351,6 +355,7 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "engine": _one_of(ENGINES),
     "seed": _integer(None),
     "inject": _inject,
+    "fleet_sessions": _one_of(FLEET_SESSIONS),
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
@@ -402,6 +407,9 @@ class SweepSpec:
     inject : Injection or None
         A known slowdown over a budget interval (fault injection; the data are then
         synthetic).
+    fleet_sessions : str
+        On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
+        has its backend, ``"every-host"`` runs every session on every such host.
 
     See Also
     --------
@@ -430,6 +438,7 @@ class SweepSpec:
     engine: str = "generate"
     seed: int = 0
     inject: Injection | None = None
+    fleet_sessions: str = "shared"
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

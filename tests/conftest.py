@@ -10,14 +10,23 @@ start with ``synthetic-``).
 
 from __future__ import annotations
 
+import doctest
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from regimes.data.simulate import Sweep, simulate_sweep
+
+REPO = Path(__file__).resolve().parent.parent
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 class SyntheticRun:
@@ -101,3 +110,57 @@ class SyntheticRun:
 def synthetic_run() -> SyntheticRun:
     """The synthetic run shared by the report, chart, browser and CLI tests."""
     return SyntheticRun()
+
+
+def public_modules(package: str) -> list[str]:
+    """Every module of ``package`` whose dotted name has no ``_``-prefixed part."""
+    root = importlib.import_module(package)
+    names = [package]
+    for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+        if not any(part.startswith("_") for part in info.name.split(".")[1:]):
+            names.append(info.name)
+    return sorted(names)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise ``public_module`` over the public modules of the test module's
+    ``DOCTEST_PACKAGE``, so that a new module's examples are run without a new test.
+    """
+    if "public_module" in metafunc.fixturenames:
+        package = metafunc.module.DOCTEST_PACKAGE
+        metafunc.parametrize("public_module", public_modules(package))
+
+
+@pytest.fixture
+def run_doctests(monkeypatch: pytest.MonkeyPatch) -> Callable[[Sequence[doctest.DocTest]], int]:
+    """Run doctests from the repository root; fail with doctest's report; return the
+    number of examples run.
+    """
+
+    def run(tests: Sequence[doctest.DocTest]) -> int:
+        monkeypatch.chdir(REPO)
+        runner = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS)
+        report: list[str] = []
+        for test in tests:
+            runner.run(test, out=report.append)
+        if runner.failures:
+            pytest.fail("".join(report), pytrace=False)
+        return runner.tries
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def assert_frame_close() -> Callable[[pl.DataFrame, pl.DataFrame, float], None]:
+    """``assert_frame_equal`` with a relative tolerance, on every supported polars.
+
+    The keyword is ``rtol`` in older polars and ``rel_tol`` in newer ones; the test
+    suite runs on both (``make test-floors``).
+    """
+    parameters = inspect.signature(assert_frame_equal).parameters
+    keyword = "rel_tol" if "rel_tol" in parameters else "rtol"
+
+    def check(left: pl.DataFrame, right: pl.DataFrame, rel: float) -> None:
+        assert_frame_equal(left, right, check_exact=False, **{keyword: rel})
+
+    return check

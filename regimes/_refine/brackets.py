@@ -8,7 +8,7 @@ the detection tells apart: ``low`` is on the boundary's left side (the last norm
 of an onset, the last anomalous one of a recovery), ``high`` on its right side.
 
 A probe in the bracket is decided between two levels on the log scale, each a straight
-line in ``log budget`` (docs/method.md, refinement):
+line in ``log budget``:
 
 * the normal level: the detection's smooth trend (``baseline``; inside an anomaly the
   trend of its flanks) through the two bracket budgets;

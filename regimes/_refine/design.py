@@ -47,7 +47,7 @@ from regimes._refine.sprt import (
     probe_variance,
     separable,
 )
-from regimes._stats.intervals import median_variance_factor
+from regimes._stats.levels import median_variance_factor
 
 __all__ = ["BoundaryState", "Evidence", "Probe"]
 
@@ -94,7 +94,7 @@ class Evidence:
         ``sigma_w`` and ``tau`` are the detection's; ``sigma_s`` is pooled from every
         cell of the curve measured in several sessions (the grid's and the probes'):
         the median of the cells' chi-square-scaled variances of session medians, less
-        what trial noise explains (as :func:`regimes._stats.intervals.cell_levels`
+        what trial noise explains (as :func:`regimes._stats.levels.cell_levels`
         pools it). Probes run later than the grid, in fresh processes: how much a
         process moves the level is measured on them, not assumed.
         """

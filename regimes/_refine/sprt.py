@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from regimes._stats.intervals import VARIANCE_FLOOR, median_variance_factor
+from regimes._stats.levels import VARIANCE_FLOOR, median_variance_factor
 
 __all__ = [
     "LEFT",
@@ -97,7 +97,7 @@ class Thresholds:
 def log_likelihood_ratio(level: float, variance: float, mu_left: float, mu_right: float) -> float:
     """Log-likelihood ratio of the right level over the left one, given the probe's level.
 
-    The variance is floored at :data:`regimes._stats.intervals.VARIANCE_FLOOR` (timers
+    The variance is floored at :data:`regimes._stats.levels.VARIANCE_FLOOR` (timers
     round; identical trials must not make a probe infinitely certain).
     """
     spread = max(variance, VARIANCE_FLOOR)

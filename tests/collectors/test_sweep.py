@@ -411,7 +411,7 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
         spec,
         RunWriter(path, None),
         0,
-        should_stop=lambda: DEADLINE if next(asks) >= 5 else None,
+        should_stop=lambda asks=asks: DEADLINE if next(asks) >= 5 else None,
     )
     assert first.measured == 2 and first.warmups == 4
     result = run_sweep(spec, path, progress=False)

@@ -78,6 +78,8 @@ def test_a_short_group_is_kept_without_trend_and_warned(trials: pl.DataFrame) ->
     assert rep.anomalies["model"].to_list() == ["gpt2-medium"]
     note = rep.groups.filter(pl.col("model") == "short")["note"][0]
     assert "at least 3" in note and "at least 3" in rep.summary()
+    assert rep.untested["model"].to_list() == ["short"]
+    assert "at least 3" in rep.untested["reason"][0] and "not testable here" in rep.status
     cells = rep.curve.filter(pl.col("model") == "short")
     assert cells.height == 2  # the cells stay, with their medians and intervals
     assert cells["baseline"].is_nan().all() and cells["median"].is_finite().all()
@@ -115,3 +117,34 @@ def test_bad_parameters(trials: pl.DataFrame) -> None:
 def test_not_a_frame() -> None:
     with pytest.raises(RegimesInputError, match="DataFrame"):
         detect_regimes([1, 2, 3])
+
+
+def test_rounded_latencies_without_trial_identity_are_all_kept() -> None:
+    """A CSV in milliseconds has no trial, session or order column: equal latencies are
+    different trials, and every row must count (none is a "duplicate")."""
+    rng = np.random.default_rng(5)
+    budgets = np.repeat([64, 128, 192, 256], 24)
+    latency = np.round(0.05 + 0.0004 * budgets * rng.lognormal(0.0, 0.02, budgets.size), 3)
+    table = pl.DataFrame(
+        {
+            "backend": "cpu",
+            "model": "synthetic",
+            "use_cache": True,
+            "budget": budgets,
+            "latency_s": latency,
+        }
+    )
+    assert table.is_duplicated().sum() > 40  # rounding makes many rows identical
+    with pytest.warns(RegimesWarning, match="each row is taken as one trial"):
+        rep = detect_regimes(table)
+    assert rep.curve["n"].to_list() == [24, 24, 24, 24]
+    medians = table.group_by("budget").agg(pl.col("latency_s").median()).sort("budget")
+    assert rep.curve["median"].to_list() == medians["latency_s"].to_list()
+
+
+def test_rows_identical_in_every_identifying_column_are_duplicates(trials: pl.DataFrame) -> None:
+    """With trial identity, only rows equal in it (and everywhere else) are dropped."""
+    relabelled = trials.head(5).with_columns(pl.col("trial") + 100)
+    with pytest.warns(RegimesWarning, match="dropped 5 exact duplicate"):
+        rep = detect_regimes(pl.concat([trials, trials.head(5), relabelled]))
+    assert rep.curve["n"].sum() == trials.height + 5

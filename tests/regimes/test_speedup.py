@@ -1,7 +1,7 @@
 """cache_speedup: speedup per budget with bootstrap CIs, and collapses below its trend.
 
 The trial data are synthetic (seeded): either lognormal trials around the published
-gpt2-medium MPS cache table of DESIGN.md, or :func:`regimes.simulate_sweep` curves;
+gpt2-medium MPS cache table (docs/data.md), or :func:`regimes.simulate_sweep` curves;
 except the committed real CUDA run ``examples/data/cuda-h200-gpt2``.
 """
 
@@ -14,14 +14,10 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError, RegimesWarning
+from regimes._stats.between_cell import curve_taus
 from regimes._stats.bootstrap import cell_summaries
-from regimes._stats.flank_test import (
-    Curve,
-    flank_support,
-    scan_intervals,
-    supported_intervals,
-    whole_curve_taus,
-)
+from regimes._stats.curves import Curve
+from regimes._stats.fixed_intervals import flank_support, scan_intervals, supported_intervals
 from regimes._stats.resample import cell_replicates
 from regimes.data.simulate import (
     PUBLISHED_GPT2_MEDIUM_CACHE,
@@ -172,7 +168,7 @@ def test_an_interior_interval_is_tested_in_the_coordinate_its_flanks_fit():
     dipped[3] -= np.log(3.0)
     in_log = _curve(budgets, dipped)
     in_x = in_log._replace(u=budgets)
-    tau_log, tau_x = whole_curve_taus([in_log, in_x])
+    tau_log, tau_x = curve_taus([in_log, in_x])
     (plain,) = scan_intervals(in_log, [(3, 3)], tau_log, direction="down")
     (chosen,) = scan_intervals(
         in_log, [(3, 3)], tau_log, direction="down", alternatives=[(in_x, tau_x)]
@@ -209,7 +205,9 @@ def test_process_factors_far_above_trial_noise_stay_calibrated():
     both = on_and_off(on, off.with_columns(pl.col("session") + 10_000))
     # one call per model, as a user analyses one sweep: no pooling of the
     # multiple-testing correction across curves
-    found = [cache_speedup(part, n_boot=20).collapses.height for part in both.partition_by("model")]
+    found = [
+        cache_speedup(part, n_boot=100).collapses.height for part in both.partition_by("model")
+    ]
     assert sum(found) <= 0.05 * len(found)
 
 
@@ -330,3 +328,24 @@ def test_chart_and_public_names(published_results):
     spec = speedup_chart(published_results[0]).to_dict()
     assert spec["data"] or spec.get("datasets")
     assert regimes.cache_speedup is cache_speedup
+
+
+def test_a_single_budget_is_not_testable_rather_than_none_found():
+    one = published_cache_table(0).filter(pl.col("budget") == 512)
+    result = cache_speedup(one, n_boot=200)
+    assert result.collapses.height == 0 and result.speedup.height == 1
+    assert result.untested.height == 1
+    assert "a trend needs at least 3" in result.untested["reason"][0]
+    assert result.status.startswith("1 group(s) not testable here")
+    text = result.summary()
+    assert "not testable here" in text and "none at q < alpha" not in text
+
+
+def test_speedup_result_follows_the_result_protocol():
+    result = cache_speedup(published_cache_table(1), n_boot=200)
+    assert repr(result).startswith("SpeedupResult(collapses=") and "\n" not in repr(result)
+    assert result.status == "tested" and result.untested.height == 0
+    assert result.to_dict()["params"]["n_boot"] == 200
+    assert {"use_cache", "budget", "latency_s", "session"} <= set(result.trials.columns)
+    with pytest.raises(AttributeError):
+        result.params = {}  # frozen

@@ -6,24 +6,13 @@ import numpy as np
 import pytest
 from statsmodels.robust.scale import qn_scale
 
-from regimes._stats.changepoints import (
-    bic_penalty,
-    difference_trend,
-    level_trend,
-    segment,
-    segment_curve,
-    test_change_points,
-)
-from regimes._stats.intervals import (
-    CurveEstimates,
-    between_cell_variance,
-    candidate_intervals,
-    contrast_test,
-    jump_contrast,
-    level_contrast,
-    qn_scale_rows,
-    trend_contrast,
-)
+from regimes._stats.between_cell import between_cell_variance, qn_scale_rows
+from regimes._stats.candidates import candidate_intervals
+from regimes._stats.contrasts import contrast_test, jump_contrast, level_contrast, trend_contrast
+from regimes._stats.curves import CurveEstimates
+from regimes._stats.interval_tests import change_point_tests
+from regimes._stats.segmentation import bic_penalty, segment, segment_curve
+from regimes._stats.trends import difference_trend, level_trend
 
 
 def test_qn_rows_match_statsmodels() -> None:
@@ -126,7 +115,7 @@ def test_change_point_test_separates_step_from_noise() -> None:
     tau2, tau_df = between_cell_variance(np.log(x), level, var)
     est = CurveEstimates(np.log(x), level, var, np.full(x.size, 20.0), tau2, tau_df)
     breaks, smooth = segment_curve(est.u, level, est.total_var, bic_penalty(x.size))
-    tests = test_change_points(est, breaks, smooth=smooth)
+    tests = change_point_tests(est, breaks, smooth=smooth)
     ratio, low, high = tests.ratio_interval(0.95)
     step = list(breaks).index(15)
     assert tests.p_value[step] < 1e-6 and low[step] < 2.0 < high[step]

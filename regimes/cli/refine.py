@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from regimes.cli._options import at_least_one, probability, seed, whole_number
+
 __all__ = ["register", "run_refine"]
 
 _JSON_FIRST = ("kind", "low", "high", "resolved", "generations", "tokens")
@@ -34,11 +36,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("run", type=Path, metavar="RUN", help="a run directory")
     parser.add_argument(
-        "--resolution", type=_positive_int, default=1, help="bracket width to reach (default 1)"
+        "--resolution", type=whole_number, default=1, help="bracket width to reach (default 1)"
     )
     parser.add_argument(
         "--max-generations",
-        type=_non_negative_int,
+        type=whole_number,
         default=None,
         help="most generations (warm-ups included) to run",
     )
@@ -47,12 +49,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--error-rate",
-        type=float,
+        type=probability,
         default=0.01,
         help="each probe's error rates of the sequential test (default 0.01)",
     )
     parser.add_argument(
-        "--max-trials", type=_positive_int, default=24, help="cap on a probe's trials (default 24)"
+        "--max-trials", type=whole_number, default=24, help="cap on a probe's trials (default 24)"
+    )
+    parser.add_argument(
+        "--min-sessions",
+        type=whole_number,
+        default=2,
+        help="fewest fresh sessions a probe's decision rests on (default 2)",
     )
     parser.add_argument(
         "--format",
@@ -60,21 +68,12 @@ def register(subparsers: Any) -> None:
         default="table",
         help="stdout: the readable summary (table) or one JSON object per boundary",
     )
+    parser.add_argument("--alpha", type=probability, default=0.05, help="the grid detection's FDR")
+    parser.add_argument(
+        "--min-ratio", type=at_least_one, default=1.25, help="the grid detection's min_ratio"
+    )
+    parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0 (default 0)")
     parser.set_defaults(handler=run_refine)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
 
 
 def run_refine(args: argparse.Namespace) -> int:
@@ -89,6 +88,10 @@ def run_refine(args: argparse.Namespace) -> int:
             max_seconds=args.max_seconds,
             error_rate=args.error_rate,
             max_trials=args.max_trials,
+            min_sessions=args.min_sessions,
+            alpha=args.alpha,
+            min_ratio=args.min_ratio,
+            seed=args.seed,
         )
     except KeyboardInterrupt:
         print(

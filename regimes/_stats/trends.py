@@ -1,55 +1,74 @@
-"""Change points along ``x``: ruptures segmentation of detrended, standardised levels.
+"""Smooth trends of a curve's log cell levels, and the coordinate they are smooth in.
 
-A latency curve rises smoothly with the budget, so segmenting the cell levels directly
-would cut every smooth rise into a staircase. Instead:
+**Coordinate** (:func:`trend_coordinate`). Latency is close to a power of the budget, so
+its log is close to a straight line in ``log x``: the trend coordinate is ``log x`` when
+every ``x`` is positive, else ``x`` itself.
 
-1. :func:`difference_trend` fits each curve's smooth trend, a polynomial in the trend
-   coordinate, to its first differences with Tukey's biweight: a jump touches a single
-   difference, so neither a plateau over most of the grid nor an early step bends it.
-2. Residuals are standardised by each cell's total standard deviation
-   :math:`\\sqrt{v_t + \\tau^2}` (sampling plus between-cell variance), so under the
-   null they are roughly N(0, 1) and the penalty needs no tuning.
-3. :func:`segment` runs ``ruptures.KernelCPD(kernel="linear")``: the exact l2
-   (piecewise-constant) segmentation, solved in C, with a BIC-like penalty
-   :math:`\\beta = c \\log T` per change point in units of the unit noise variance
-   (``c = 2``: each change adds a location and a level).
-   Trend and breaks are refined in turn (:func:`segment_curve`).
-4. :func:`test_change_points` tests the level shift at each boundary (mean residuals
-   from the smooth trend on either side), two-sided, Bonferroni-adjusted for the
-   ``T - 1`` places a change could have been put.
+**Trend** (:class:`SmoothTrend`). A polynomial in the coordinate (degree from
+:func:`default_degree`), fitted with Tukey's biweight so that anomalous cells lose their
+weight. Two fits:
+
+* :func:`difference_trends` fits the polynomial to the curve's *first differences*: a
+  jump touches one difference only, so neither a plateau over most of the grid nor an
+  early step bends it. It is the starting point of segmentation.
+* :func:`level_trends` fits the levels themselves with a free level per segment (the
+  shifts absorb the steps; Frisch-Waugh centring within segments), the efficient
+  estimate once the breaks are known. It is linear in the levels at the final robust
+  weights, so the trend's own uncertainty enters every contrast built on it.
+
+Both are batched: one call fits every curve of one length.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import ruptures as rpt
-
-from regimes._stats.intervals import (
-    ContrastResults,
-    CurveEstimates,
-    SmoothTrend,
-    contrast_test,
-    jump_contrast,
-    level_contrast,
-    t_sf,
-)
 
 __all__ = [
-    "ChangePointTests",
-    "bic_penalty",
+    "SmoothTrend",
+    "centre_within",
     "default_degree",
     "difference_trend",
     "difference_trends",
     "level_trend",
     "level_trends",
-    "segment",
-    "segment_curve",
-    "segment_curves",
-    "test_change_points",
+    "segment_index",
+    "trend_coordinate",
 ]
+
+
+def trend_coordinate(x: np.ndarray) -> np.ndarray:
+    """``log x`` when every ``x`` is positive, else ``x`` (as floats)."""
+    x = np.asarray(x)
+    return np.log(x) if bool(np.all(x > 0)) else x.astype(float)
+
+
+@dataclass(frozen=True)
+class SmoothTrend:
+    r"""A curve's smooth trend :math:`G = B\,M\,\ell`, linear in the levels.
+
+    ``basis`` (T x k) holds the polynomial columns and ``coef_map`` (k x T) maps levels
+    to their coefficients at the fit's final robust weights, so any contrast of the
+    residuals :math:`c^\top(\ell - G)` is the contrast :func:`adjust` ``(c)`` of the
+    levels themselves, and its variance includes the trend's own uncertainty.
+    """
+
+    values: np.ndarray
+    basis: np.ndarray
+    coef_map: np.ndarray
+
+    def adjust(self, c: np.ndarray) -> np.ndarray:
+        """Coefficients on the levels of the residual contrast ``c @ (level - G)``."""
+        return c - (c @ self.basis) @ self.coef_map
+
+    @classmethod
+    def fixed(cls, values: np.ndarray) -> SmoothTrend:
+        """Take a trend as known (its uncertainty ignored), e.g. from another fit."""
+        values = np.asarray(values, dtype=float)
+        return cls(values, np.zeros((values.size, 0)), np.zeros((0, values.size)))
+
 
 _BIWEIGHT_C = 4.685
 """Tukey biweight tuning constant: 95 % efficiency at the normal."""
@@ -87,7 +106,7 @@ def _basis(u: np.ndarray, degree: int) -> np.ndarray:
     return np.stack([v**k for k in range(1, degree + 1)], axis=2)
 
 
-def _segment_ids(breaks: Sequence[Sequence[int]], n_cells: int) -> np.ndarray:
+def segment_index(breaks: Sequence[Sequence[int]], n_cells: int) -> np.ndarray:
     ids = np.zeros((len(breaks), n_cells), dtype=np.int64)
     for g, cuts in enumerate(breaks):
         for b in cuts:
@@ -95,7 +114,7 @@ def _segment_ids(breaks: Sequence[Sequence[int]], n_cells: int) -> np.ndarray:
     return ids
 
 
-def _within(values: np.ndarray, weight: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:
+def centre_within(values: np.ndarray, weight: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:
     """Subtract each segment's weighted mean (per curve) from ``values`` (G, N[, P])."""
     g, n = segment_ids.shape
     flat = (segment_ids + n * np.arange(g)[:, None]).ravel()
@@ -136,8 +155,8 @@ def _batched_biweight(
     k = design.shape[2]
     ridge = 1e-10 * np.eye(k)
     for _ in range(iterations):
-        x = _within(design, weight, segment_ids) if segment_ids is not None else design
-        y = _within(values, weight, segment_ids) if segment_ids is not None else values
+        x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
+        y = centre_within(values, weight, segment_ids) if segment_ids is not None else values
         xw = x * weight[..., None]
         xw_t = np.swapaxes(xw, 1, 2)
         normal = xw_t @ x
@@ -157,7 +176,7 @@ def _batched_biweight(
             weight = new_weight
             break
         weight = new_weight
-    x = _within(design, weight, segment_ids) if segment_ids is not None else design
+    x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
     return coef, weight, x
 
 
@@ -197,12 +216,12 @@ def difference_trend(
     total_var: np.ndarray,
     breaks: Sequence[int] = (),
 ) -> np.ndarray:
-    """Smooth trend of one curve, fitted to its *first differences*; returned at ``u``.
+    r"""Smooth trend of one curve, fitted to its *first differences*; returned at ``u``.
 
     The trend :math:`G` is a polynomial in ``u`` without constant (degree from
     :func:`default_degree`); its coefficients are fitted (Tukey biweight IRLS, weights
     from :math:`v_t + v_{t-1}`) to the rises
-    :math:`\\ell_t - \\ell_{t-1} \\approx G(u_t) - G(u_{t-1})`. A jump touches one
+    :math:`\ell_t - \ell_{t-1} \approx G(u_t) - G(u_{t-1})`. A jump touches one
     difference only, so a plateau over most of the grid or a step early on does not
     bend the trend, where a robust fit of the levels themselves would follow the
     majority. Differences across ``breaks`` are left out.
@@ -227,7 +246,7 @@ def level_trends(
 ) -> list[SmoothTrend]:
     """:func:`level_trend` for curves of equal length, rows of 2-D arrays."""
     g, t = u.shape
-    ids = _segment_ids(breaks, t)
+    ids = segment_index(breaks, t)
     degrees = _degrees(t, np.asarray([t - len(b) for b in breaks]))
     out: list[SmoothTrend | None] = [None] * g
     active = np.ones((g, t), dtype=bool)
@@ -274,149 +293,3 @@ def level_trend(
         np.asarray(total_var, float)[None],
         [list(breaks)],
     )[0]
-
-
-def _penalised_costs(
-    standardised: np.ndarray, breaks: Sequence[Sequence[int]], penalty: float
-) -> np.ndarray:
-    """l2 cost of the segment means plus ``penalty`` per break (ruptures' objective)."""
-    ids = _segment_ids(breaks, standardised.shape[1])
-    centred = _within(standardised, np.ones_like(standardised), ids)
-    return np.sum(centred**2, axis=1) + penalty * np.asarray([len(b) for b in breaks])
-
-
-def segment_curves(
-    u: np.ndarray,
-    level: np.ndarray,
-    total_var: np.ndarray,
-    penalty: float,
-    max_rounds: int = 4,
-) -> tuple[list[list[int]], list[SmoothTrend]]:
-    """:func:`segment_curve` for curves of equal length (rows), fitted together."""
-    g = u.shape[0]
-    sd = np.sqrt(total_var)
-    no_breaks: list[list[int]] = [[] for _ in range(g)]
-    starts = (
-        difference_trends(u, level, total_var),
-        np.stack([f.values for f in level_trends(u, level, total_var, no_breaks)]),
-    )
-    best_cost = np.full(g, np.inf)
-    best_breaks: list[list[int]] = [[] for _ in range(g)]
-    best_fits: list[SmoothTrend | None] = [None] * g
-    first_breaks: list[list[int]] | None = None
-    for start in starts:
-        breaks = [segment(row, penalty) for row in (level - start) / sd]
-        if first_breaks is None:
-            first_breaks = breaks
-        elif breaks == first_breaks:
-            break  # the same start as before: the same end
-
-        for _ in range(max_rounds):
-            fits = level_trends(u, level, total_var, breaks)
-            values = np.stack([f.values for f in fits])
-            new_breaks = [segment(row, penalty) for row in (level - values) / sd]
-            if new_breaks == breaks:
-                break
-            breaks = new_breaks
-        else:
-            fits = level_trends(u, level, total_var, breaks)
-            values = np.stack([f.values for f in fits])
-        cost = _penalised_costs((level - values) / sd, breaks, penalty)
-        better = cost < best_cost
-        for row in np.flatnonzero(better):
-            best_breaks[row], best_fits[row] = breaks[row], fits[row]
-        best_cost = np.where(better, cost, best_cost)
-    return best_breaks, best_fits  # type: ignore[return-value]
-
-
-def segment_curve(
-    u: np.ndarray,
-    level: np.ndarray,
-    total_var: np.ndarray,
-    penalty: float,
-    max_rounds: int = 4,
-) -> tuple[list[int], SmoothTrend]:
-    """Breaks of one curve and the smooth trend they were found against.
-
-    Trend and breaks are refined in turn: :func:`level_trend` given the current breaks,
-    then :func:`segment` of the standardised residuals, until the breaks stop changing
-    (at most ``max_rounds`` refits). The alternation can settle on a staircase that
-    mimics a bend of the trend, or on a trend that follows a plateau, depending on where
-    it starts, so it starts twice: from :func:`difference_trend`, which no jump can
-    bend, and from the robust polynomial of the levels without breaks, which no noisy
-    slope can tilt. The result with the lower penalised cost (ruptures' objective on
-    the final residuals) wins. :func:`segment_curves` does the same for many curves of
-    equal length at once.
-    """
-    breaks, fits = segment_curves(
-        np.asarray(u, float)[None],
-        np.asarray(level, float)[None],
-        np.asarray(total_var, float)[None],
-        penalty,
-        max_rounds,
-    )
-    return breaks[0], fits[0]
-
-
-def bic_penalty(n_cells: int, factor: float = 2.0) -> float:
-    """Penalty per change point for unit-variance l2 segmentation: ``factor * log(T)``."""
-    return factor * float(np.log(max(n_cells, 2)))
-
-
-def segment(standardised: np.ndarray, penalty: float) -> list[int]:
-    """Indices where a new segment starts (exact l2 segmentation, ``min_size=1``)."""
-    t = standardised.size
-    if t < 2:
-        return []
-    signal = np.ascontiguousarray(standardised, dtype=float).reshape(-1, 1)
-    ends = rpt.KernelCPD(kernel="linear", min_size=1, jump=1).fit(signal).predict(pen=penalty)
-    return [int(e) for e in ends[:-1]]
-
-
-@dataclass(frozen=True)
-class ChangePointTests(ContrastResults):
-    """Jump tests at the boundaries of one curve's segments (``index``: first cell after)."""
-
-    index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-
-def test_change_points(
-    est: CurveEstimates,
-    breaks: Sequence[int],
-    *,
-    smooth: SmoothTrend | np.ndarray | None = None,
-    flank: int = 3,
-) -> ChangePointTests:
-    """Test the level shift at each break with up to ``flank`` cells per side.
-
-    Cells are taken from the two adjacent segments only. With ``smooth`` (the curve's
-    trend from :func:`segment_curve`) the shift is the difference of precision-weighted
-    mean residuals ``level - smooth`` after and before the break; without it, the
-    common-slope jump of :func:`regimes.intervals.jump_contrast`. The estimate is the
-    log of the level after over the level before.
-    """
-    if smooth is not None and not isinstance(smooth, SmoothTrend):
-        smooth = SmoothTrend.fixed(smooth)
-    t = est.u.size
-    edges = [0, *[int(b) for b in breaks], t]
-    total_var = est.total_var
-    out = np.empty((len(breaks), 3))
-    for k, b in enumerate(breaks):
-        left = np.arange(max(edges[k], b - flank), b)
-        right = np.arange(b, min(edges[k + 2], b + flank))
-        if smooth is None:
-            c = jump_contrast(est.u, total_var, left, right)
-        else:
-            c = smooth.adjust(level_contrast(total_var, right, left))
-        out[k] = contrast_test(c, est.level, est.var, est.df, est.tau2, est.tau2_df)
-    estimate, se, dof = out[:, 0], out[:, 1], out[:, 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(se > 0, estimate / se, np.sign(estimate) * np.inf)
-    p = np.minimum(1.0, max(1, t - 1) * 2.0 * t_sf(np.abs(z), dof))
-    return ChangePointTests(
-        estimate=estimate, se=se, df=dof, p_value=p, index=np.asarray(breaks, dtype=np.int64)
-    )
-
-
-# a statistical test, not a pytest test: keep collectors from picking it up on import
-test_change_points.__test__ = False  # type: ignore[attr-defined]
