@@ -73,7 +73,10 @@ class RefineResult(AnalysisResult):
         last normal budget of an onset or the last anomalous one of a recovery),
         ``resolved``, ``status`` (``resolved``, ``undecided``, ``inconsistent``,
         ``max_generations``, ``max_seconds``, ``no prober``), ``grid_low``,
-        ``grid_high``, ``probes``, ``generations`` and ``tokens`` spent by this call.
+        ``grid_high``, ``probes``, ``generations`` and ``tokens`` spent on it (every
+        generation, warm-ups included, at a budget inside its grid bracket off the
+        grid: this call's and earlier calls'; a budget two boundaries share counts for
+        both) and ``new_generations`` (this call's, each counted once).
     probes : polars.DataFrame
         One row per probe: ``boundary``, ``budget``, ``n`` (trials), ``sessions``,
         ``level`` (median log latency, or log speedup), ``mu_left``, ``mu_right``,
@@ -115,7 +118,8 @@ class RefineResult(AnalysisResult):
                 f"  {row['source']} {row['kind']} of {_label(row, self.params)}: "
                 f"({row['low']}, {row['high']}) from grid ({row['grid_low']}, "
                 f"{row['grid_high']}), {row['status']}; {row['probes']} probe(s), "
-                f"{row['generations']} generation(s), {row['tokens']} tokens"
+                f"{row['generations']} generation(s) ({row['new_generations']} now), "
+                f"{row['tokens']} tokens"
             )
         for row in self.untested.iter_rows(named=True):
             lines.append(f"  not refined: {_label(row, self.params)}: {row['reason']}")
@@ -378,6 +382,9 @@ class _Plan:
             states.append(state)
         varying = [c for c in columns if report.groups.get_column(c).n_unique() > 1]
         labels = varying or [c for c in ("model",) if c in columns]
+        _charge_earlier_probes(
+            states, trials.filter(~pl.col("budget").is_in(sorted(grid))), columns
+        )
         dense = _dense_generations(on_grid, columns, states)
         schema = {c: trials.schema[c] for c in columns}
         return cls(states, evidence, columns, labels, untested, dense, schema)
@@ -473,6 +480,7 @@ class _Plan:
                     "probes": sum(1 for p in state.probes.values() if p.n > 0),
                     "generations": state.generations,
                     "tokens": state.tokens,
+                    "new_generations": state.generations - state.prior_generations,
                 }
             )
             probes += [
@@ -522,6 +530,7 @@ def _boundary_schema(groups: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
             "probes": pl.Int64(),
             "generations": pl.Int64(),
             "tokens": pl.Int64(),
+            "new_generations": pl.Int64(),
         }
     )
 
@@ -596,6 +605,21 @@ def _row_counts(
         )
         for r in table.iter_rows(named=True)
     }
+
+
+def _charge_earlier_probes(
+    states: list[BoundaryState], off_grid: pl.DataFrame, group_columns: list[str]
+) -> None:
+    """Start each boundary's spending at what earlier calls spent inside its bracket."""
+    counts = _row_counts(off_grid, group_columns)
+    for state in states:
+        b = state.boundary
+        curves = {c.curve for c in b.components}
+        for (curve, budget), (generations, tokens, _) in counts.items():
+            if curve in curves and b.low < budget < b.high:
+                state.generations += generations
+                state.tokens += tokens
+        state.prior_generations = state.generations
 
 
 def _speedup(on_grid: pl.DataFrame, options: dict[str, Any]) -> Any:

@@ -166,6 +166,7 @@ class BoundaryState:
     consistent: bool = True
     generations: int = 0
     tokens: int = 0
+    prior_generations: int = 0
     stopped: str | None = None
     evidence: Evidence | None = None
 

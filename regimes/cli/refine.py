@@ -19,7 +19,7 @@ from regimes.cli._options import at_least_one, probability, seed, whole_number
 
 __all__ = ["register", "run_refine"]
 
-_JSON_FIRST = ("kind", "low", "high", "resolved", "generations", "tokens")
+_JSON_FIRST = ("kind", "low", "high", "resolved", "generations", "tokens", "new_generations")
 
 EXIT_INTERRUPTED = 130
 """128 + SIGINT, the shell convention (as ``regimes collect``)."""

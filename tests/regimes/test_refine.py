@@ -355,7 +355,10 @@ def test_cli_json_reports_each_boundary_of_a_refined_run(acceptance, tmp_path, c
         ("recovery", 633, 634, True),
     ]
     assert list(records[0])[:6] == ["kind", "low", "high", "resolved", "generations", "tokens"]
-    assert records[0]["generations"] == 0  # everything needed was on disk
+    # everything needed was on disk: nothing new, and what was spent is counted
+    assert [r["new_generations"] for r in records] == [0, 0]
+    spent = result.boundaries.get_column("generations").to_list()
+    assert [r["generations"] for r in records] == spent
 
 
 def test_cli_missing_run_is_one_line_and_status_2(tmp_path, capsys):
