@@ -124,10 +124,11 @@ class RefineResult(AnalysisResult):
         for row in self.untested.iter_rows(named=True):
             lines.append(f"  not refined: {_label(row, self.params)}: {row['reason']}")
         if self.dense_generations:
-            share = self.generations / self.dense_generations
+            spent = int(self.boundaries.get_column("generations").sum())
             lines.append(
-                f"Spent {self.generations} generation(s), {share:.1%} of the "
-                f"{self.dense_generations} a dense 1-token grid would need."
+                f"Probes so far: {spent} generation(s), {spent / self.dense_generations:.1%} "
+                f"of the {self.dense_generations} a dense 1-token grid would need (this "
+                f"call: {self.generations})."
             )
         return "\n".join(lines)
 
