@@ -50,6 +50,7 @@ __all__ = [
     "MemoryResult",
     "PhaseAttribution",
     "PhaseResult",
+    "RefineResult",
     "RegimeReport",
     "RegimeResult",
     "RegimesInputError",
@@ -69,6 +70,7 @@ __all__ = [
     "memory_confound",
     "published_gpt2_medium",
     "read_run",
+    "refine_boundaries",
     "save",
     "simulate_sweep",
     "validate_trials",
@@ -91,6 +93,8 @@ _LAZY: dict[str, str] = {
     "MemoryResult": "regimes.explain.memory",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
+    "RefineResult": "regimes.refine",
+    "refine_boundaries": "regimes.refine",
     "RegimeReport": "regimes.detect",
     "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
@@ -121,6 +125,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.explain.history import HistoryResult, history_effect
     from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
     from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
+    from regimes.refine import RefineResult, refine_boundaries
     from regimes.speedup import SpeedupResult, cache_speedup
 
 
