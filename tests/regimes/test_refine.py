@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -31,6 +33,13 @@ from regimes.cli import main
 from regimes.data.io import RunWriter
 from regimes.errors import RegimesInputError
 from regimes.refine import ProbeRequest, SimulatedProbe, refine_boundaries
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[2]
 
 GRID = list(range(480, 657, 16))
 """The coarse grid of the acceptance case (the published MPS window)."""
@@ -285,6 +294,21 @@ def test_brackets_are_exact_across_intervals_and_factors(seed, start, stop, fact
     assert brackets(result) == [
         ("latency", "onset", start - 1, start, True),
         ("latency", "recovery", stop, stop + 1, True),
+    ]
+
+
+def test_the_h200_injection_spec_has_boundaries_to_refine():
+    """The GPU run's grid and injection, with the oracle standing in for gpt2 (synthetic)."""
+    spec = tomllib.loads((REPO / "examples/sweeps/cuda-h200-inject.toml").read_text())
+    grid = range(spec["budgets"]["start"], spec["budgets"]["stop"] + 1, spec["budgets"]["step"])
+    inject = spec["inject"]
+    oracle = SimulatedProbe(
+        inject["start"], inject["stop"], inject["factor"], per_token_s=0.0062, seed=1
+    )
+    result = refine_boundaries(oracle.sweep(grid, trials=spec["trials"]), probe=oracle)
+    assert brackets(result) == [
+        ("latency", "onset", inject["start"] - 1, inject["start"], True),
+        ("latency", "recovery", inject["stop"], inject["stop"] + 1, True),
     ]
 
 
