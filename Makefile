@@ -13,13 +13,15 @@ EXTRAS := collect,test,docs,lint
 FLOORS_VENV := build/floors-venv
 LOCK_VENV   := build/lock-venv
 
-.PHONY: demo test lint docs test-floors lock check-lock
+.PHONY: install demo test lint docs test-floors lock check-lock
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(LOCK) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+
+install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
