@@ -50,9 +50,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["Case", "ISOLATIONS", "SpecError", "SweepSpec"]
+__all__ = ["Case", "FLEET_SESSIONS", "ISOLATIONS", "SpecError", "SweepSpec"]
 
 ISOLATIONS: tuple[str, ...] = ("none", "process")
+
+FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
+"""How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
+can run them: each session once on one host, or every session on every host."""
 
 # A hub id is "name" or "org/name" made of letters, digits, '-', '_' and '.'.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -278,6 +282,7 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "instrument": _flag,
     "engine": _one_of(ENGINES),
     "seed": _integer(None),
+    "fleet_sessions": _one_of(FLEET_SESSIONS),
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
@@ -326,6 +331,9 @@ class SweepSpec:
         ``"generate"`` or ``"loop"``.
     seed : int
         Seed of the schedule's shuffles, the prompts and the random weights.
+    fleet_sessions : str
+        On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
+        has its backend, ``"every-host"`` runs every session on every such host.
 
     See Also
     --------
@@ -353,6 +361,7 @@ class SweepSpec:
     instrument: bool = False
     engine: str = "generate"
     seed: int = 0
+    fleet_sessions: str = "shared"
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

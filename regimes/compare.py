@@ -7,8 +7,8 @@ columns, and every regime of either run tested on both runs
 (:mod:`regimes._compare.anomalies`); along each matched curve the new run's latency over
 the base's is reported per budget and as one uniform shift, with an interval that
 carries the process-to-process variation of both runs (:mod:`regimes._compare.shift`).
-One false discovery rate control covers every test of the call (:func:`_adjust`). The
-method page (``docs/method.md``) states the statistics in full.
+One false discovery rate control covers every test of the call (:func:`_adjust`). Each
+of those modules states its statistics in full.
 """
 
 from __future__ import annotations

@@ -221,47 +221,6 @@ class RegimeResult(AnalysisResult):
     def __str__(self) -> str:
         return self.summary()
 
-    def chart(self) -> Any:
-        """Return a plain Altair layer: median line, CI band and shaded anomalies per group."""
-        import altair as alt
-
-        label = (
-            pl.concat_str(
-                [
-                    pl.format("{}={}", pl.lit(c), pl.col(c).cast(pl.String))
-                    for c in self.group_columns
-                ],
-                separator=", ",
-            )
-            if self.group_columns
-            else pl.lit("all rows")
-        ).alias("group")
-        curve = self.curve.with_columns(label).to_pandas()
-        anomalies = self.anomalies.with_columns(label).to_pandas()
-        base = alt.Chart(curve).encode(
-            x=alt.X(f"{self.x}:Q", title=self.x), color=alt.Color("group:N", title="group")
-        )
-        band = base.mark_area(opacity=0.2).encode(
-            y=alt.Y("ci_low:Q", title=self.y, scale=alt.Scale(type="log")), y2="ci_high:Q"
-        )
-        line = base.mark_line(point=True).encode(
-            y="median:Q", tooltip=[self.x, "median", "ci_low", "ci_high", "ratio", "group"]
-        )
-        trend = base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="baseline:Q")
-        layers = [band, line, trend]
-        if len(anomalies):
-            layers.insert(
-                0,
-                alt.Chart(anomalies)
-                .mark_rect(opacity=0.15, color="firebrick")
-                .encode(
-                    x="start:Q",
-                    x2="end:Q",
-                    tooltip=["group", "start", "end", "ratio", "q_value", "kind"],
-                ),
-            )
-        return alt.layer(*layers).properties(width=480, height=260)
-
 
 RegimeReport = RegimeResult
 """Former name of :class:`RegimeResult`, kept for existing code."""

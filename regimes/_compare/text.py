@@ -125,7 +125,7 @@ def _shift_lines(result: Any, label: Any) -> list[str]:
                 f"x{b['vs_shift']:.3g} the shift (q={b['q_value']:.2g})"
             )
         if row["note"]:
-            lines.append(f"      note: {row['note']}")
+            lines += _note(row["note"])
     return lines
 
 
@@ -155,6 +155,12 @@ def _regime_lines(result: Any, label: Any) -> list[str]:
     return lines
 
 
+def _note(text: str, width: int = 96) -> list[str]:
+    return textwrap.wrap(
+        text, width, initial_indent="      note: ", subsequent_indent="            "
+    )
+
+
 def _detail(row: dict[str, Any], x: str) -> list[str]:
     out = []
     if row["status"] == "changed":
@@ -171,7 +177,7 @@ def _detail(row: dict[str, Any], x: str) -> list[str]:
     if row["status"] in ("vanished", "appeared") and row["power"] is not None:
         out.append(f"      power of the run lacking it there: {row['power']:.2f}")
     if row["note"]:
-        out.append(f"      note: {row['note']}")
+        out += _note(row["note"])
     return out
 
 

@@ -3,9 +3,9 @@
 A comparison of runs (a torch upgrade, another machine, another day) needs the trials of
 each run tagged with the run they came from and with the environment that run measured
 in. :func:`scan_runs` builds that table as a :class:`polars.LazyFrame`: each run's parts
-are scanned with :func:`polars.scan_parquet` (nothing is read until the frame is
-collected, and a query that keeps a few columns or one model reads only those), conformed
-to the trial schema as :func:`regimes.read_run` conforms them, and given
+are read and verified against the checksums recorded when they were written (as
+:func:`regimes.read_run` verifies them: a damaged part is refused by name), conformed to
+the trial schema, and given
 
 * ``run_id``: the run's id (``meta.json``'s, else the directory or file name) wherever
   the trials carry none;
@@ -22,7 +22,6 @@ keeps its plain behaviour.
 from __future__ import annotations
 
 import glob
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from regimes.data.io import _META_KEY, _parts
+from regimes.data.io import _parts, read_meta, read_verified_part
 from regimes.data.schema import TRIAL_SCHEMA
 from regimes.errors import RegimesInputError
 
@@ -89,24 +88,12 @@ def _expand(paths: PathLike | Sequence[PathLike]) -> list[Path]:
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
+    # Read and checked as one run is (regimes.data.io): a JSON object of a known format.
     if path.is_dir():
         meta_path = path / "meta.json"
-        if not meta_path.exists():
-            return {}
-        try:
-            meta = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise RegimesInputError(f"{str(meta_path)!r} is not valid JSON: {exc}") from None
-        return meta if isinstance(meta, dict) else {}
-    if path.suffix == ".parquet":
-        try:
-            raw = pl.read_parquet_metadata(path)
-        except Exception as exc:  # a file that is not parquet fails in several ways
-            raise RegimesInputError(
-                f"{str(path)!r} is not a readable parquet file: {exc}"
-            ) from None
-        key = _META_KEY.decode()
-        return json.loads(raw[key]) if key in raw else {}
+        return read_meta(meta_path) if meta_path.exists() else {}
+    if path.suffix == ".parquet" and path.exists():
+        return read_verified_part(path)[1]
     return {}
 
 
@@ -171,19 +158,16 @@ def _scan_trials(path: Path) -> pl.LazyFrame:
         raise RegimesInputError(f"no run at {str(path)!r}: the path does not exist")
     if path.is_file():
         if path.suffix == ".parquet":
-            return pl.scan_parquet(path)
+            return read_verified_part(path)[0].lazy()
         if path.suffix == ".csv":
             return pl.scan_csv(path, try_parse_dates=False)
         raise RegimesInputError(f"{str(path)!r}: expected a run directory, .parquet or .csv file")
     parts = _parts(path / "trials")
     if not parts:
         raise RegimesInputError(f"{str(path)!r} is not a run directory (no trials/*.parquet)")
-    try:
-        frames = [_conformed(pl.scan_parquet(part), part) for part in parts]
-    except RegimesInputError:
-        raise
-    except Exception as exc:  # a truncated part from outside the writer
-        raise RegimesInputError(f"{str(path)!r} holds an unreadable part: {exc}") from None
+    # Every part is read and verified against its checksum (regimes.data.io), so a
+    # damaged one is refused by name instead of scanned with changed values.
+    frames = [_conformed(read_verified_part(part)[0].lazy(), part) for part in parts]
     # rows identical in every column are the trace of an interrupted compaction
     # (see regimes.data.io.read_run), never two measurements
     return pl.concat(frames, how="vertical").unique(maintain_order=True)

@@ -1,12 +1,11 @@
 """The chart of a run comparison: both runs' curves, the regimes of each, what changed.
 
 One panel per matched curve: each run's median latency per budget with its confidence
-band (base and new in two colours), each run's regimes shaded in its colour, and every
-regime's status between the runs written at its foot (``vanished ×0.33``). It is drawn
-from a :class:`regimes.ComparisonResult` alone (the two detections travel with it).
-
-Hook for the HTML report: ``regimes report`` given two runs adds a comparison section
-whose chart is ``comparison_chart(regimes.compare_runs(base, new))``.
+band (base in grey, new in blue), each run's regimes shaded in its colour, and every
+regime's status between the runs written at its foot (``vanished ×0.33``). The
+overview strip under the panels draws the new run's level over the base's per budget
+and carries the x brush, as in the latency chart. It is drawn from a
+:class:`regimes.ComparisonResult` alone (the two detections travel with it).
 """
 
 from __future__ import annotations
@@ -16,87 +15,30 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from regimes.viz.charts import (
-    _FACET_HEIGHT,
-    GROUP_FIELD,
-    _cell_edges,
-    _facet,
-    _interval_edges,
-    _stack_parts,
-    group_labels,
-)
+from regimes.viz import _style as style
+from regimes.viz._frames import GROUP_FIELD, attach_labels, group_labels, interval_part
+from regimes.viz._layout import ChartText, Panels, Strip, panels_over_strip, part, x_encoding
 
 __all__ = ["comparison_chart"]
 
-RUN_COLORS = {"base": "#7f7f7f", "new": "#1f77b4"}
-"""Colour of each run: the base in grey, the new run in blue."""
+RUN_COLORS = {"base": style.GREY, "new": style.BLUE}
+"""Colour of each run: the base in grey, the new run in blue (Okabe-Ito)."""
 
 
-def _runs_part(result: Any, columns: list[str], labels: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """Curve cells and regimes of both runs, labelled with their run and group."""
-    x = result.x
-    curves, regimes = [], []
-    for run, report in (("base", result.base_report), ("new", result.new_report)):
-        curve = report.curve.select([*columns, x, "median", "ci_low", "ci_high"])
-        curve = (
-            curve.join(labels, on=columns, how="inner", nulls_equal=True)
-            if columns
-            else (curve.with_columns(pl.lit("all").alias(GROUP_FIELD)))
-        )
-        curves.append(curve.with_columns(pl.lit(run).alias("run")))
-        edges = _cell_edges(report.curve, columns, x)
-        spans = _interval_edges(
-            report.anomalies.select([*columns, "start", "end", "ratio"]), edges, columns, x
-        )
-        spans = (
-            spans.join(labels, on=columns, how="inner", nulls_equal=True)
-            if columns
-            else (spans.with_columns(pl.lit("all").alias(GROUP_FIELD)))
-        )
-        regimes.append(spans.with_columns(pl.lit(run).alias("run")))
-    return {
-        "curve": pl.concat(curves, how="diagonal_relaxed").rename({x: "x"}),
-        "regime": pl.concat(regimes, how="diagonal_relaxed"),
-    }
-
-
-def _status_part(result: Any, columns: list[str], labels: pl.DataFrame) -> pl.DataFrame:
-    """One label per regime: its status and ratio of ratios, under its interval."""
-    changes = result.changes
-    ratio = pl.col("ratio_of_ratios").round_sig_figs(3).cast(pl.String)
-    text = pl.concat_str(
-        [
-            pl.col("status"),
-            pl.when(ratio.is_not_null()).then(pl.lit(" ×") + ratio).otherwise(pl.lit("")),
-        ]
-    )
-    part = changes.select(
-        [
-            *columns,
-            "status",
-            ((pl.col("start") + pl.col("end")) / 2).alias("x_mid"),
-            text.alias("label"),
-        ]
-    )
-    if columns:
-        return part.join(labels, on=columns, how="inner", nulls_equal=True)
-    return part.with_columns(pl.lit("all").alias(GROUP_FIELD))
-
-
-def comparison_chart(result: Any, *, columns: int = 2) -> alt.FacetChart:
+def comparison_chart(result: Any, *, columns: int | None = None) -> alt.VConcatChart:
     """Draw both runs of a comparison, their regimes and every regime's status.
 
     Parameters
     ----------
     result : ComparisonResult
         From :func:`regimes.compare_runs`.
-    columns : int, default 2
-        Panels per row.
+    columns : int, optional
+        Panels per row. Default: 2, or 3 from six curves on.
 
     Returns
     -------
-    altair.FacetChart
-        One panel per matched curve (log latency axis).
+    altair.VConcatChart
+        One panel per matched curve (log latency axis) over the overview strip.
 
     Examples
     --------
@@ -106,43 +48,134 @@ def comparison_chart(result: Any, *, columns: int = 2) -> alt.FacetChart:
     >>> base = regimes.simulate_sweep(anomaly="spike", ratio=3.0, seed=1, **grid).trials
     >>> new = regimes.simulate_sweep(seed=2, **grid).trials
     >>> chart = comparison_chart(regimes.compare_runs(base, new, n_boot=200))
-    >>> type(chart).__name__
-    'FacetChart'
+    >>> chart.to_dict()["title"]["text"]
+    'Latency: base and new run'
     """
-    group_columns = list(result.group_columns)
+    x, group_columns = result.x, list(result.group_columns)
     matched = result.shift.select(group_columns) if group_columns else pl.DataFrame({"_": [0]})
     labels, caption = group_labels(matched, group_columns)
-    parts = _runs_part(result, group_columns, labels)
-    parts["status"] = _status_part(result, group_columns, labels)
-    data = _stack_parts(parts)
+    order = labels[GROUP_FIELD].to_list()
+    parts = _run_parts(result, group_columns, labels)
+    panels = Panels.for_groups(len(order), columns)
+    layers = _layers(x, style.axis_title(result.y), panels.height)
+    strip = Strip(_shift_lines(result, group_columns, labels, parts), "new / base", log_y=True)
+    statuses = parts["status"]["label"].to_list() if "status" in parts else []
+    description = (
+        f"{style.axis_title(result.y)} of the base and the new run against "
+        f"{style.axis_title(x)}, one panel per matched curve ({len(order)}), with each "
+        f"run's regimes shaded; {len(statuses)} regime(s): " + ("; ".join(statuses) or "none")
+    )
+    text = ChartText(
+        f"{style.quantity(result.y).capitalize()}: base and new run", caption, description
+    )
+    return panels_over_strip(layers, parts, strip, x, order, panels, text)
+
+
+def _run_parts(
+    result: Any, group_columns: list[str], labels: pl.DataFrame
+) -> dict[str, pl.DataFrame]:
+    """Both runs' curve cells and regimes, and the status of every regime."""
+    x = result.x
+    curves, regimes = [], []
+    for run, report in (("base", result.base_report), ("new", result.new_report)):
+        curve = report.curve.select([*group_columns, x, "median", "ci_low", "ci_high"])
+        curves.append(
+            attach_labels(curve, labels, group_columns).with_columns(pl.lit(run).alias("run"))
+        )
+        if report.anomalies.height:
+            shaded = interval_part(report.anomalies, report.curve, labels, group_columns, x)
+            regimes.append(shaded.with_columns(pl.lit(run).alias("run")))
+    parts = {"curve": pl.concat(curves, how="diagonal_relaxed").drop(group_columns)}
+    if regimes:
+        parts["regime"] = pl.concat(regimes, how="diagonal_relaxed")
+    if result.changes.height:
+        cells = pl.concat(
+            [result.base_report.curve, result.new_report.curve], how="diagonal_relaxed"
+        )
+        parts["status"] = interval_part(
+            result.changes.with_columns(_status_label().alias("label")),
+            cells.select([*group_columns, x]).unique(),
+            labels,
+            group_columns,
+            x,
+        ).with_columns(pl.lit("status").alias("run"))
+    return parts
+
+
+def _status_label() -> pl.Expr:
+    """``vanished ×0.33``: a regime's status and its ratio of ratios (new over base)."""
+    ratio = pl.col("ratio_of_ratios").round_sig_figs(3).cast(pl.String)
+    return pl.concat_str(
+        [
+            pl.col("status"),
+            pl.when(ratio.is_not_null()).then(pl.lit(" ×") + ratio).otherwise(pl.lit("")),
+        ]
+    )
+
+
+def _shift_lines(
+    result: Any, group_columns: list[str], labels: pl.DataFrame, parts: dict[str, pl.DataFrame]
+) -> pl.DataFrame:
+    """Return the new run's level over the base's per budget, for the overview strip."""
+    x = result.x
+    budgets = getattr(result, "budgets", None)
+    if isinstance(budgets, pl.DataFrame) and {x, "ratio"} <= set(budgets.columns):
+        lines = attach_labels(budgets, labels, group_columns)
+        return lines.select(GROUP_FIELD, x, pl.col("ratio").alias("value"))
+    wide = parts["curve"].pivot(on="run", index=[GROUP_FIELD, x], values="median")
+    return wide.select(GROUP_FIELD, x, (pl.col("new") / pl.col("base")).alias("value"))
+
+
+def _layers(x: str, y_title: str, height: int) -> list[alt.Chart]:
     run_color = alt.Color(
         "run:N",
         title="run",
         scale=alt.Scale(domain=list(RUN_COLORS), range=list(RUN_COLORS.values())),
+        legend=style.legend(symbolOpacity=1, symbolType="stroke", symbolStrokeWidth=3),
     )
-    x_axis = alt.X("x:Q", title=result.x, scale=alt.Scale(zero=False, nice=False))
-    y_axis = alt.Y(
-        "median:Q", title=f"{result.y} (median)", scale=alt.Scale(type="log", nice=False)
-    )
-    curve = alt.Chart().transform_filter("datum.part == 'curve'")
-    layers = [
+    title, scale = f"{y_title}, log scale", alt.Scale(type="log", nice=False)
+    group = alt.Tooltip(f"{GROUP_FIELD}:N", title="group")
+    curve = alt.Chart().transform_filter(part("curve"))
+    point_tip = [group, alt.Tooltip("run:N"), alt.Tooltip(f"{x}:Q", title=style.axis_title(x))]
+    point_tip += [alt.Tooltip(f"{c}:Q", format=".4g") for c in ("median", "ci_low", "ci_high")]
+    regime_tip = [group, alt.Tooltip("run:N"), alt.Tooltip("start:Q"), alt.Tooltip("end:Q")]
+    regime_tip.append(alt.Tooltip("label:N", title="ratio over trend [CI]"))
+    return [
         alt.Chart()
-        .transform_filter("datum.part == 'regime'")
-        .mark_rect(opacity=0.12)
-        .encode(x=alt.X("x_lo:Q"), x2="x_hi:Q", color=run_color),
-        curve.mark_area(opacity=0.2).encode(
-            x=x_axis, y=alt.Y("ci_low:Q"), y2="ci_high:Q", color=run_color
+        .transform_filter(part("regime"))
+        .mark_rect(opacity=0.14, clip=True)
+        .encode(x=x_encoding("x_lo", x), x2="x_hi:Q", color=run_color, tooltip=regime_tip),
+        curve.mark_area(opacity=0.18, clip=True).encode(
+            x=x_encoding(x, x),
+            y=alt.Y("ci_low:Q", title=title, scale=scale),
+            y2="ci_high:Q",
+            color=run_color,
+            tooltip=[group, alt.Tooltip("run:N", title="CI band of the run")],
         ),
-        curve.mark_line(point=True).encode(
-            x=x_axis, y=y_axis, color=run_color, tooltip=["run:N", "x:Q", "median:Q"]
+        curve.mark_line(point=True, clip=True).encode(
+            x=x_encoding(x, x),
+            y=alt.Y("median:Q", title=title, scale=scale),
+            color=run_color,
+            tooltip=point_tip,
         ),
         alt.Chart()
-        .transform_filter("datum.part == 'status'")
-        .mark_text(fontSize=10, fontWeight="bold", baseline="bottom", color="#333333")
+        .transform_filter(part("status"))
+        .mark_text(
+            fontSize=11,
+            fontWeight="bold",
+            baseline="bottom",
+            color=style.BLACK,
+            align=alt.ExprRef(expr="datum.label_align"),
+            clip=True,
+        )
         .encode(
-            x=alt.X("x_mid:Q"), y=alt.value(_FACET_HEIGHT - 3), text="label:N", tooltip=["label:N"]
+            x=x_encoding("label_x", x),
+            y=alt.value(height - 3),
+            text="label:N",
+            tooltip=[
+                group,
+                alt.Tooltip("label:N", title="status"),
+                alt.Tooltip("q_value:Q", format=".2g"),
+            ],
         ),
     ]
-    title = f"{result.y}: base and new run" + (f" · {caption}" if caption else "")
-    order = labels.get_column(GROUP_FIELD).to_list()
-    return _facet(layers, data, order, title, columns, independent_y=True)

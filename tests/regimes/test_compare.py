@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GPT2 = ROOT / "examples" / "data" / "cuda-h200-gpt2"
 INSTRUMENTED = ROOT / "examples" / "data" / "cuda-h200-instrumented"
 PAIRS = 8
-FAST = dict(n_budgets=16, n_boot=50)
+FAST = dict(n_budgets=16, n_boot=100)
 CHANGES_COLUMNS = [
     "start",
     "end",
@@ -131,8 +131,8 @@ def test_the_result_follows_the_protocol(calibration):
 
 def test_swapping_the_runs_swaps_vanished_and_appeared_and_inverts_the_shift():
     pair = synthetic_pair("removed", seed=3, n_budgets=16)
-    forward = regimes.compare_runs(pair.base, pair.new, n_boot=50)
-    backward = regimes.compare_runs(pair.new, pair.base, n_boot=50)
+    forward = regimes.compare_runs(pair.base, pair.new, n_boot=100)
+    backward = regimes.compare_runs(pair.new, pair.base, n_boot=100)
     assert forward.changes["status"].to_list() == ["vanished"]
     assert backward.changes["status"].to_list() == ["appeared"]
     assert backward.shift["shift"][0] == pytest.approx(1 / forward.shift["shift"][0])
@@ -143,12 +143,12 @@ def test_swapping_the_runs_swaps_vanished_and_appeared_and_inverts_the_shift():
 
 def test_scaling_latency_changes_only_the_shift_and_the_same_seed_the_same_answer():
     pair = synthetic_pair("moved", seed=5, n_budgets=16)
-    result = regimes.compare_runs(pair.base, pair.new, n_boot=50)
-    again = regimes.compare_runs(pair.base, pair.new, n_boot=50)
+    result = regimes.compare_runs(pair.base, pair.new, n_boot=100)
+    again = regimes.compare_runs(pair.base, pair.new, n_boot=100)
     slower = regimes.compare_runs(
         pair.base.with_columns(pl.col("latency_s") * 7.0),
         pair.new.with_columns(pl.col("latency_s") * 14.0),
-        n_boot=50,
+        n_boot=100,
     )
     assert again.changes.equals(result.changes) and again.shift.equals(result.shift)
     assert slower.changes["status"].to_list() == result.changes["status"].to_list()
@@ -164,7 +164,7 @@ def test_a_new_run_too_noisy_to_see_the_spike_leaves_it_inconclusive():
         anomaly="spike", ratio=1.8, trials=5, sessions=2, cv=0.03, seed=11, **grid
     ).trials
     noisy = regimes.simulate_sweep(trials=2, sessions=2, cv=0.6, seed=12, **grid).trials
-    result = regimes.compare_runs(base, noisy, n_boot=50)
+    result = regimes.compare_runs(base, noisy, n_boot=100)
     row = result.changes.row(0, named=True)
     assert row["found_in"] == "base" and row["status"] == "inconclusive"
     assert row["power"] < 0.8 and "power" in row["note"]
@@ -173,7 +173,7 @@ def test_a_new_run_too_noisy_to_see_the_spike_leaves_it_inconclusive():
 def test_curves_in_one_run_only_are_listed_not_dropped():
     pair = synthetic_pair("noise", seed=1, n_budgets=16)
     extra = pair.new.with_columns(pl.lit("other-model").alias("model"), pl.col("session") + 100)
-    result = regimes.compare_runs(pair.base, pl.concat([pair.new, extra]), n_boot=50)
+    result = regimes.compare_runs(pair.base, pl.concat([pair.new, extra]), n_boot=100)
     assert result.unmatched.select("model", "run", "n_budgets").rows() == [
         ("other-model", "new", 16)
     ]
@@ -184,7 +184,7 @@ def test_curves_in_one_run_only_are_listed_not_dropped():
 
 def test_single_process_runs_report_the_shift_untested():
     pair = synthetic_pair("shift", seed=2, n_budgets=16, sessions=1)
-    result = regimes.compare_runs(pair.base, pair.new, n_boot=50)
+    result = regimes.compare_runs(pair.base, pair.new, n_boot=100)
     row = result.shift.row(0, named=True)
     assert row["shift"] == pytest.approx(1.1, rel=0.1)
     assert row["q_value"] is None and row["shift_low"] is None
@@ -203,7 +203,7 @@ def test_runs_on_disk_compare_by_path_with_their_environment_difference(tmp_path
     pair = synthetic_pair("removed", seed=4, n_budgets=16)
     base = _write_run(tmp_path / "base", pair.base, "2.5.0", "box")
     new = _write_run(tmp_path / "new", pair.new, "2.6.0", "box")
-    result = regimes.compare_runs(str(base), new, n_boot=50)
+    result = regimes.compare_runs(str(base), new, n_boot=100)
     env = {r["key"]: r for r in result.environment.iter_rows(named=True)}
     assert (env["torch_version"]["base"], env["torch_version"]["new"]) == ("2.5.0", "2.6.0")
     assert env["host"]["same"] and not env["torch_version"]["same"]
@@ -257,7 +257,7 @@ def runs_on_disk(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_cli_prints_the_summary_and_writes_every_table(runs_on_disk, tmp_path, capsys):
     base, new = map(str, runs_on_disk)
-    assert main(["compare", base, new, "--n-boot", "50", "-o", str(tmp_path / "out")]) == 0
+    assert main(["compare", base, new, "--n-boot", "100", "-o", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "Run comparison" in out and "vanished" in out
     for name in ("changes", "shift", "budgets", "unmatched", "environment", "untested"):
@@ -268,7 +268,7 @@ def test_cli_prints_the_summary_and_writes_every_table(runs_on_disk, tmp_path, c
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_cli_machine_formats(runs_on_disk, capsys, fmt):
     base, new = map(str, runs_on_disk)
-    assert main(["compare", base, new, "--n-boot", "50", "--format", fmt]) == 0
+    assert main(["compare", base, new, "--n-boot", "100", "--format", fmt]) == 0
     out = capsys.readouterr().out
     if fmt == "json":
         assert json.loads(out)["changes"][0]["status"] == "vanished"

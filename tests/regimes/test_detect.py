@@ -144,8 +144,8 @@ def test_report_columns_follow_the_design() -> None:
     assert "512..624" in text and "Regime detection" in text and "496|512" in text
     assert repr(rep).startswith("RegimeResult(anomalies=1,") and "\n" not in repr(rep)
     assert "<table>" in rep._repr_html_() and rep.status == "tested"
-    chart = rep.chart()
-    assert chart.to_dict()["layer"]
+    chart = rep.chart()  # the library's full chart (regimes.viz), from the protocol
+    assert chart.to_dict()["vconcat"][0]["facet"]
 
 
 def _synthetic_with_spike(seed: int = 21) -> pl.DataFrame:

@@ -53,7 +53,7 @@ def test_random_tables_give_a_report_or_a_clear_error(table: pl.DataFrame, direc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
         try:
-            rep = detect_regimes(table, direction=direction, n_boot=50)
+            rep = detect_regimes(table, direction=direction, n_boot=100)
         except RegimesInputError:
             return
     cells = table.select("model", "use_cache", "budget").unique().height

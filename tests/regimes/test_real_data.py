@@ -15,6 +15,7 @@ CUDA_RUNS = [
     "cuda-h200-opt125m",
     "cuda-h200-instrumented",
     "cuda-h200-gpt2-medium-window",
+    "cuda-h200-gpt2-rerun",
 ]
 ALL_RUNS = [*CUDA_RUNS, "cpu-distilgpt2"]
 
@@ -47,7 +48,7 @@ def test_run_is_complete_every_cell_holds_every_trial_of_every_session(run):
     assert set(measured["session"]) == set(range(spec["sessions"]))
 
 
-@pytest.mark.parametrize("run_dir", ["cuda-h200-gpt2", "cuda-h200-opt125m"])
+@pytest.mark.parametrize("run_dir", ["cuda-h200-gpt2", "cuda-h200-opt125m", "cuda-h200-gpt2-rerun"])
 def test_fresh_process_sessions_ran_in_distinct_processes(run_dir):
     run = regimes.read_run(DATA / run_dir)
     assert run.meta["spec"]["isolation"] == "process" and run.meta["spec"]["sessions"] == 2
@@ -134,3 +135,17 @@ def test_cpu_latency_stays_smooth_and_the_cache_pays_off_more_with_budget():
     by_budget = speedup.speedup.sort("budget")
     assert (by_budget["ci_low"] > 1).all()
     assert by_budget["speedup"][-1] > 1.5 * by_budget["speedup"][0]
+
+
+def test_the_h200_rerun_shows_a_uniform_shift_and_no_regime_change():
+    """The same gpt2 sweep on the H200 a day later: no regime in either run, and the
+    whole curve moved together (a significant uniform shift, both cache settings)."""
+    res = regimes.compare_runs(DATA / "cuda-h200-gpt2", DATA / "cuda-h200-gpt2-rerun")
+    assert res.changes.height == 0
+    assert res.unmatched.height == 0
+    shift = res.shift.sort("use_cache")
+    assert shift.height == 2
+    assert (shift["q_value"] < 0.05).all()
+    assert (shift["shift_high"] < 1.0).all()  # the rerun is faster everywhere
+    assert ((shift["shift"] > 0.7) & (shift["shift"] < 0.9)).all()
+    assert not res.budgets["differs"].any()  # no budget departs from the shift

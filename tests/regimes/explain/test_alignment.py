@@ -173,3 +173,20 @@ def test_report_not_grouped_by_prompt_is_a_clear_error():
 
 def test_public_name():
     assert regimes.align_boundaries is align_boundaries
+
+
+def test_result_follows_the_protocol(result_protocol):
+    df, report = sweep_and_report([3, 65], ("total", 577), ("budget", 640))
+    result = align_boundaries(df, report)
+    result_protocol(result, regimes.AlignmentResult, regimes.BoundaryAlignment)
+    assert result.params["tolerance"] == 0
+
+
+def test_boundary_at_one_prompt_only_is_untested():
+    df, report = sweep_and_report([3, 65], ("total", 577), ("budget", 640))
+    one = SimpleNamespace(**{**vars(report), "anomalies": report.anomalies.head(1)})
+    result = align_boundaries(df, one)
+    assert result.boundaries.height == 0
+    assert sorted(result.untested["boundary"].to_list()) == ["onset", "recovery"]
+    assert "prompt_tokens=3 only" in result.untested["reason"][0]
+    assert result.status.startswith("2 group(s) not testable here")

@@ -176,3 +176,28 @@ def test_published_mps_spike_is_specific_against_the_real_cuda_run():
     assert row["other_backend"] == "cuda" and row["specific"]
     assert row["other_low"] < 1.0 < row["other_high"]
     assert row["ratio_of_ratios"] > 5
+
+
+def test_result_follows_the_protocol(mps_only, result_protocol):
+    df, truth, _ = mps_only
+    result = compare_backends(df, truth_report(truth, df))
+    result_protocol(result, regimes.BackendResult, regimes.BackendComparison)
+    with pytest.raises(RegimesInputError, match="apply only when no report is given"):
+        compare_backends(df, truth_report(truth, df), seed=3)
+
+
+def test_comparison_without_the_interval_is_untested(mps_only):
+    df, truth, _ = mps_only
+    first = truth.sort("model").row(0, named=True)
+    gap = df.filter(
+        ~(
+            (pl.col("backend") == "cuda")
+            & (pl.col("model") == first["model"])
+            & pl.col("budget").is_between(first["start"], first["end"])
+        )
+    )
+    result = compare_backends(gap, truth_report(truth, gap))
+    assert result.untested.select("model", "other_backend", "reason").rows() == [
+        (first["model"], "cuda", "no measured x inside the interval")
+    ]
+    assert "not testable here" in result.summary()

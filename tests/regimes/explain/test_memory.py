@@ -196,3 +196,49 @@ def test_not_a_report_is_a_clear_error(both):
 
 def test_public_name():
     assert regimes.memory_confound is memory_confound
+
+
+def test_result_follows_the_protocol(result_protocol):
+    df = synthetic_sweep("smooth", seed=2)
+    result = memory_confound(df, report_for(df))
+    result_protocol(result, regimes.MemoryResult, regimes.MemoryConfound)
+    assert result.params["memory"] == "mem_driver_bytes" and result.params["level"] == 0.95
+
+
+def test_level_is_the_interval_and_alpha_only_the_verdict():
+    df = synthetic_sweep("smooth", seed=2)
+    report = report_for(df)
+    base = memory_confound(df, report).effects
+    stricter = memory_confound(df, report, alpha=0.2).effects
+    for column in ("ratio_low", "ratio_high", "adjusted_low", "memory_coef_high"):
+        np.testing.assert_array_equal(stricter[column], base[column])
+    narrower = memory_confound(df, report, level=0.8).effects
+    assert (narrower["adjusted_low"] > base["adjusted_low"]).all()
+    assert (narrower["adjusted_high"] < base["adjusted_high"]).all()
+    with pytest.raises(RegimesInputError, match="level must lie in"):
+        memory_confound(df, report, level=95)
+
+
+def test_without_a_report_the_anomalies_are_detected_with_the_same_options():
+    df = synthetic_sweep("smooth", seed=2)
+    report = regimes.detect_regimes(df, n_boot=200, seed=1, level=0.9)
+    given = memory_confound(df, report, level=0.9)
+    detected = memory_confound(df, n_boot=200, seed=1, level=0.9)
+    assert detected.effects.equals(given.effects)
+    assert detected.params["level"] == 0.9 and detected.params["x"] == "budget"
+    with pytest.raises(RegimesInputError, match="apply only when no report is given"):
+        memory_confound(df, report, n_boot=500)
+
+
+def test_group_without_readings_is_untested_not_an_error(both):
+    holes = both.with_columns(
+        pl.when(pl.col("model") == "synthetic-tracked")
+        .then(None)
+        .otherwise(pl.col("mem_driver_bytes"))
+        .alias("mem_driver_bytes")
+    )
+    result = memory_confound(holes, report_for(holes))
+    assert result.effects.get_column("model").to_list() == ["synthetic-smooth"]
+    assert result.untested.select("model", "anomaly").rows() == [("synthetic-tracked", 1)]
+    assert "null in every row of the group" in result.status
+    assert "not testable here" in result.summary()

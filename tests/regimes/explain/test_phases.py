@@ -164,7 +164,7 @@ def test_table_without_phases_is_a_clear_error(decode_case):
         attribute_phases(blank, report)
 
 
-def test_uninstrumented_group_with_an_anomaly_is_named():
+def test_uninstrumented_group_with_an_anomaly_is_untested_not_an_error():
     both = pl.concat(
         [
             instrumented_sweep("decode"),
@@ -174,8 +174,15 @@ def test_uninstrumented_group_with_an_anomaly_is_named():
             ),
         ]
     )
-    with pytest.raises(RegimesInputError, match="model=synthetic-prefill"):
-        attribute_phases(both, spike_report("synthetic-decode", "synthetic-prefill"))
+    result = attribute_phases(
+        both, spike_report("synthetic-decode", "synthetic-prefill"), n_boot=200
+    )
+    assert result.phases.get_column("model").to_list() == ["synthetic-decode"]
+    untested = result.untested.row(0, named=True)
+    assert result.untested.height == 1 and untested["model"] == "synthetic-prefill"
+    assert "not instrumented" in untested["reason"]
+    assert "not testable" in result.status
+    assert "model=synthetic-prefill" in result.summary()
 
 
 def test_same_seed_same_answer(decode_case):
@@ -186,3 +193,43 @@ def test_same_seed_same_answer(decode_case):
 
 def test_public_name():
     assert regimes.attribute_phases is attribute_phases
+
+
+def test_result_follows_the_protocol(result_protocol):
+    df = instrumented_sweep("decode")
+    result = attribute_phases(df, spike_report("synthetic-decode"), n_boot=200)
+    result_protocol(result, regimes.PhaseResult, regimes.PhaseAttribution)
+    assert result.params["n_boot"] == 200 and result.params["level"] == 0.95
+
+
+def test_alpha_next_to_a_report_is_refused():
+    """alpha steers only the detection, which a given report makes moot."""
+    with pytest.raises(RegimesInputError, match="apply only when no report is given"):
+        attribute_phases(instrumented_sweep("decode"), spike_report("synthetic-decode"), alpha=0.1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"x": "total_tokens"}, "x='total_tokens' but the report was computed with x='budget'"),
+        ({"y": "decode_s"}, "y='decode_s' but the report"),
+        ({"by": ["model"]}, r"by=\['model'\] but the report groups by"),
+    ],
+)
+def test_axes_that_disagree_with_the_report_are_refused(kwargs, match):
+    df = instrumented_sweep("decode")
+    with pytest.raises(RegimesInputError, match=match):
+        attribute_phases(df, spike_report("synthetic-decode"), n_boot=200, **kwargs)
+
+
+def test_session_column_is_honoured_as_detection_does():
+    """Sessions named by another column: its values decide the bootstrap's clusters."""
+    df = instrumented_sweep("decode").with_columns(
+        (pl.int_range(pl.len()) % 5).alias("worker"), pl.lit(0).alias("session")
+    )
+    report = spike_report("synthetic-decode")
+    pooled = attribute_phases(df, report, n_boot=200).phases
+    by_worker = attribute_phases(df, report, n_boot=200, session="worker").phases
+    assert not by_worker["decode_low"].equals(pooled["decode_low"])
+    with pytest.raises(RegimesInputError, match="session column 'nope'"):
+        attribute_phases(df, report, n_boot=200, session="nope")

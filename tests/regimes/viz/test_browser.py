@@ -3,8 +3,11 @@
 Chromium is driven over the DevTools protocol through ``--remote-debugging-pipe``
 (commands on fd 3, events and replies on fd 4, NUL-separated JSON), which needs no
 driver binary and no Python package. The page is loaded from a file:// URL with every
-host unresolvable and a dead proxy, and the test asserts that each chart drew marks,
-that the console and the page report no error, and that no request left the file.
+host unresolvable and a dead proxy, at a laptop width (1366 px) and a phone width
+(390 px); the tests assert that each chart drew marks, that the console and the page
+report no error, that no request left the file, that the page fits the phone's width,
+and that the overview brush and the group menu work. Full-page screenshots are kept
+(their folder is printed; set REGIMES_SCREENSHOTS to choose it).
 Installing the browser is not the tests' business: ``.ci/run`` installs Debian's
 ``chromium`` package. Without a browser the tests skip, saying why, except in CI
 (``REGIMES_CI`` set, as ``.ci/run`` does), where they fail.
@@ -29,6 +32,8 @@ import pytest
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 """Names a Chromium is found under on PATH; ``REGIMES_CHROMIUM`` may name a binary instead."""
 RENDER_TIMEOUT_S = 90.0
+LAPTOP = (1366, 800)
+PHONE = (390, 844)
 
 
 def find_browser() -> str | None:
@@ -175,18 +180,38 @@ class DevTools:
 _CHART_STATE = """
 Array.from(document.querySelectorAll('.chart')).map(function (el) {
   var box = el.getBoundingClientRect();
+  var svg = el.querySelector('svg.marks');
   return {key: el.dataset.chart, rendered: el.dataset.rendered || null,
           svgs: el.querySelectorAll('svg').length,
           marks: el.querySelectorAll('svg .role-mark > path, svg .role-mark > rect, '
                                      + 'svg .role-mark > line, svg .role-mark > text').length,
+          svg_width: svg ? svg.getBoundingClientRect().width : 0,
+          columns: (function () {
+            // Panels in one column sit one under another: as many rows as panels.
+            var cells = el.querySelectorAll('svg .role-scope.concat_0_cell > g');
+            var tops = new Set(Array.from(cells).map(function (c) {
+              return Math.round(c.getBoundingClientRect().top); }));
+            return tops.size ? Math.ceil(cells.length / tops.size) : 0;
+          })(),
           x: box.left + window.scrollX, y: box.top + window.scrollY,
           width: box.width, height: box.height};
 })
 """
 
 
-def open_report(binary: str, page: Path, profile: Path, screenshot_dir: Path) -> dict[str, Any]:
-    """Load ``page``, wait until every chart settled, and return what the page showed."""
+def open_report(
+    binary: str,
+    page: Path,
+    profile: Path,
+    screenshot_dir: Path,
+    size: tuple[int, int] = LAPTOP,
+    interact: Any = None,
+) -> dict[str, Any]:
+    """Load ``page`` at ``size``, wait until every chart settled, and report what it showed.
+
+    ``interact(tools, session)``, when given, runs after the charts have drawn and its
+    return value comes back under ``"interaction"``.
+    """
     tools = DevTools(binary, profile)
     try:
         started = time.monotonic()
@@ -198,9 +223,10 @@ def open_report(binary: str, page: Path, profile: Path, screenshot_dir: Path) ->
         )["sessionId"]
         for domain in ("Runtime", "Log", "Network", "Page"):
             tools.send(f"{domain}.enable", session=session)
+        width, height = size
         tools.send(
             "Emulation.setDeviceMetricsOverride",
-            {"width": 1600, "height": 1200, "deviceScaleFactor": 1, "mobile": False},
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
             session,
         )
         tools.send("Page.navigate", {"url": page.resolve().as_uri()}, session)
@@ -211,27 +237,37 @@ def open_report(binary: str, page: Path, profile: Path, screenshot_dir: Path) ->
             time.sleep(0.1)
         render_s = time.monotonic() - started
         charts = tools.evaluate(session, _CHART_STATE)
-        shots = {}
-        for chart in charts:
-            clip = {k: chart[k] for k in ("x", "y", "width", "height")} | {"scale": 1}
-            shot = tools.send(
-                "Page.captureScreenshot",
-                {"format": "png", "clip": clip, "captureBeyondViewport": True},
-                session,
-            )
-            shots[chart["key"]] = screenshot_dir / f"browser-{chart['key']}.png"
-            shots[chart["key"]].write_bytes(base64.b64decode(shot["data"]))
+        layout = tools.evaluate(session, _LAYOUT)
+        shot = screenshot_dir / f"report-{width}px.png"
+        full = {"x": 0, "y": 0, "width": width, "height": layout["height"], "scale": 1}
+        image = tools.send(
+            "Page.captureScreenshot",
+            {"format": "png", "clip": full, "captureBeyondViewport": True},
+            session,
+        )
+        shot.write_bytes(base64.b64decode(image["data"]))
+        interaction = interact(tools, session) if interact else None
         # Events that arrived while the page rendered are in tools.events by now; one
         # more round trip flushes any still in flight.
         tools.evaluate(session, "1")
         return {
             "charts": charts,
+            "layout": layout,
             "events": list(tools.events),
-            "screenshots": shots,
+            "screenshot": shot,
             "render_s": render_s,
+            "interaction": interaction,
         }
     finally:
         tools.close()
+
+
+_LAYOUT = """
+({width: document.documentElement.clientWidth,
+  scrollWidth: document.documentElement.scrollWidth,
+  height: document.documentElement.scrollHeight,
+  content: document.querySelector('#findings').getBoundingClientRect().width})
+"""
 
 
 def _problems(events: list[dict[str, Any]]) -> list[str]:
@@ -267,26 +303,145 @@ def report_page(synthetic_run, tmp_path_factory: pytest.TempPathFactory) -> tupl
 
     report = build_report(synthetic_run.write(tmp_path_factory.mktemp("run") / "run"), n_boot=200)
     page = report.write(tmp_path_factory.mktemp("report") / "report.html")
-    return page, [s.key for s in report.charts]
+    return page, [key for key, _ in report.figures()]
 
 
-def test_report_renders_every_chart_offline(chromium, report_page, tmp_path):
-    page, expected = report_page
-    seen = open_report(chromium, page, tmp_path / "profile", tmp_path)
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("REGIMES_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _assert_drawn(seen: dict[str, Any], expected: list[str]) -> None:
     charts = {c["key"]: c for c in seen["charts"]}
     assert sorted(charts) == sorted(expected)
-    assert {"latency", "heatmap", "speedup", "phases"} <= set(charts)
     for key, chart in charts.items():
         assert chart["rendered"] == "ok", f"chart {key} did not render: {chart}"
         assert chart["svgs"] >= 1, f"chart {key} has no svg"
-        assert chart["marks"] >= 20, f"chart {key} drew only {chart['marks']} marks"
+        # An explanation's interval plot draws a few marks per anomaly; the rest, dozens.
+        least = 8 if key.startswith("explain-") else 20
+        assert chart["marks"] >= least, f"chart {key} drew only {chart['marks']} marks"
         assert chart["width"] > 200 and chart["height"] > 100, f"chart {key} is tiny: {chart}"
     assert _problems(seen["events"]) == []
     assert _network_requests(seen["events"]) == []
-    for key, shot in seen["screenshots"].items():
-        data = shot.read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000, f"empty screenshot {key}"
-    print(f"rendered {len(charts)} charts in {seen['render_s']:.2f} s; screenshots in {tmp_path}")
+    data = seen["screenshot"].read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, "empty screenshot"
+
+
+def test_report_renders_every_chart_offline_on_a_laptop(
+    chromium, report_page, tmp_path, screenshots
+):
+    page, expected = report_page
+    seen = open_report(chromium, page, tmp_path / "profile", screenshots, LAPTOP)
+    _assert_drawn(seen, expected)
+    assert {"latency", "heatmap", "speedup", "phases"} <= {c["key"] for c in seen["charts"]}
+    content = seen["layout"]["content"]
+    wide = {c["key"]: c["svg_width"] for c in seen["charts"]}
+    for key in ("latency", "heatmap", "speedup", "phases"):
+        assert wide[key] >= 0.85 * content, f"chart {key} is {wide[key]} px of {content}"
+    print(f"rendered {len(wide)} charts in {seen['render_s']:.2f} s; {seen['screenshot']}")
+
+
+def test_report_fits_a_phone(chromium, report_page, tmp_path, screenshots):
+    page, expected = report_page
+    seen = open_report(chromium, page, tmp_path / "profile", screenshots, PHONE)
+    _assert_drawn(seen, expected)
+    layout = seen["layout"]
+    assert layout["scrollWidth"] <= layout["width"], f"the page scrolls sideways: {layout}"
+    for chart in seen["charts"]:
+        assert chart["svg_width"] <= layout["width"], f"{chart['key']} overflows: {chart}"
+    latency = next(c for c in seen["charts"] if c["key"] == "latency")
+    assert latency["columns"] == 1  # small multiples one under another
+    print(f"phone screenshot: {seen['screenshot']}")
+
+
+_X_LABELS = """
+(function () {
+  var svg = document.querySelector('#chart-latency svg.marks');
+  return Array.from(svg.querySelectorAll('.role-axis-label')).map(function (g) {
+    return Array.from(g.querySelectorAll('text')).map(function (t) { return t.textContent; });
+  });
+})()
+"""
+
+_STRIP = """
+(function () {
+  // The overview strip's plot area: the background of the group its brush lives in.
+  var brush = document.querySelector('#chart-latency svg .zoom_x_brush_bg');
+  var area = brush.parentNode.parentNode.querySelector(':scope > path.background');
+  area.scrollIntoView({block: 'center'});
+  var box = area.getBoundingClientRect();
+  return {x: box.left, y: box.top, width: box.width, height: box.height};
+})()
+"""
+
+_PANELS = """
+document.querySelectorAll('#chart-latency svg .role-scope.concat_0_cell > g').length
+"""
+
+
+def _drag_across_the_strip(tools: DevTools, session: str) -> dict[str, Any]:
+    before = tools.evaluate(session, _X_LABELS)
+    strip = tools.evaluate(session, _STRIP)
+    y = strip["y"] + strip["height"] / 2
+    start, end = strip["x"] + 0.45 * strip["width"], strip["x"] + 0.6 * strip["width"]
+    for kind, x in (
+        ("mouseMoved", start),
+        ("mousePressed", start),
+        ("mouseMoved", (start + end) / 2),
+        ("mouseMoved", end),
+        ("mouseReleased", end),
+    ):
+        held = 0 if kind == "mouseReleased" else 1
+        tools.send(
+            "Input.dispatchMouseEvent",
+            {"type": kind, "x": x, "y": y, "button": "left", "buttons": held, "clickCount": 1},
+            session,
+        )
+    time.sleep(0.5)
+    after = tools.evaluate(session, _X_LABELS)
+    panels_before = tools.evaluate(session, _PANELS)
+    pick = """
+    (function () {
+      var menu = document.querySelector('#chart-latency select');
+      menu.value = menu.options[2].value;
+      menu.dispatchEvent(new Event('change'));
+      menu.dispatchEvent(new Event('input'));
+      return menu.value;
+    })()
+    """
+    picked = tools.evaluate(session, pick)
+    time.sleep(0.5)
+    return {
+        "before": before,
+        "after": after,
+        "panels_before": panels_before,
+        "panels_after": tools.evaluate(session, _PANELS),
+        "picked": picked,
+    }
+
+
+def _numbers(labels: list[str]) -> list[float]:
+    return [float(t.replace(",", "").replace("\u2212", "-")) for t in labels if t]
+
+
+def test_brush_zooms_the_panels_and_the_menu_picks_a_group(chromium, report_page, tmp_path):
+    page, _ = report_page
+    seen = open_report(
+        chromium, page, tmp_path / "profile", tmp_path, LAPTOP, interact=_drag_across_the_strip
+    )
+    moved = seen["interaction"]
+    # The first panel's x axis: before the drag it starts at the grid's first budget.
+    # The grid runs 16..256 and no panel's latency reaches 200 s.
+    first_x = next(
+        i for i, labels in enumerate(moved["before"]) if labels and max(_numbers(labels)) >= 200
+    )
+    before, after = _numbers(moved["before"][first_x]), _numbers(moved["after"][first_x])
+    assert min(after) > min(before) and max(after) < max(before), (before, after)
+    assert moved["panels_before"] == 4 and moved["panels_after"] == 1, moved
+    assert _problems(seen["events"]) == []
 
 
 def test_broken_chart_is_caught(chromium, report_page, tmp_path):

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from regimes.data.schema import RegimesInputError
+from regimes.data.simulate import published_gpt2_medium, simulate_sweep
 from regimes.viz.html import RunReport, build_report, headlines
 
 
@@ -63,7 +64,7 @@ def test_page_is_self_contained(page):
 
 def test_page_holds_one_spec_per_chart(report, page):
     specs = _specs(page)
-    assert list(specs) == [f"chart-{s.key}" for s in report.charts]
+    assert list(specs) == [f"chart-{key}" for key, _ in report.figures()]
     for key in specs:
         assert f"id='{key}'" in page
     assert {s.key for s in report.charts} >= {"latency", "heatmap", "phases"}
@@ -77,9 +78,44 @@ def test_page_shows_environment_and_findings(report, page):
     assert "Sweep specification" in page
     row = report.regimes.anomalies.row(0, named=True)
     assert f"{row['ratio_low']:.3g}" in page and f"{row['ratio_high']:.3g}" in page
-    assert "Regime detection" in page  # the detection's own summary
-    for line in report.headlines():
+    for line in report.findings():
         assert line.replace("'", "&#x27;") in page
+
+
+def test_page_reads_like_a_finding(report, page, synthetic_run):
+    truth = synthetic_run.truth
+    first = report.findings()[0]
+    after = truth["end"] + synthetic_run.grid
+    assert re.fullmatch(
+        rf"synthetic-spiky · cache on: latency at budgets {truth['start']}\.\.{truth['end']} "
+        rf"is [\d.]+x its trend \(95% CI [\d.]+-[\d.]+\), q = [\d.e-]+, and recovers at {after}",
+        first,
+    ), first
+    assert any(s.startswith("synthetic-spiky") and "decode carries" in s for s in report.findings())
+    # Findings first, then the contents' sections in order; every link has its target.
+    order = [page.index(f"<section id='{name}'") for name in ("findings", "charts", "tables")]
+    assert order == sorted(order)
+    assert page.index("<nav class='toc'") < order[0]
+    for anchor in re.findall(r"<a href='#([^']+)'>", page):
+        assert f"id='{anchor}'" in page, anchor
+    # Summaries are HTML tables; the only preformatted text is the folded sweep spec.
+    body = page[page.index("<header><h1>") : page.index('id="regimes-specs"')]
+    assert body.count("<pre") == 1 and "<summary>Sweep specification</summary><pre>" in body
+    assert "<table class='kv'>" in page and "<th scope='row'>min_ratio</th>" in page
+    # Four significant digits, not a float's binary tail (1.0549999999999998e-05).
+    assert re.search(r"<td class='num'>[^<]*(0{6,}|9{6,})", body) is None
+    environment = page[page.index("<section id='environment'>") :]
+    assert environment.index("<details>") < environment.index("Linux (synthetic)")
+
+
+def test_published_case_finding_has_its_numbers(tmp_path):
+    sweep = published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
+    report = build_report(sweep, n_boot=400)
+    assert re.fullmatch(
+        r"latency at budgets 512\.\.624 is 1\d\.\dx its trend \(95% CI 1?\d\.\d+-1\d\.\d+\), "
+        r"q = \de-\d+, and recovers at 640",
+        report.findings()[0],
+    ), report.findings()[0]
 
 
 def test_charts_follow_what_the_data_supports(synthetic_run, tmp_path):
@@ -100,7 +136,7 @@ def test_max_panels_keeps_the_anomalous_group(report):
         report.trials, regimes=report.regimes, speedup=report.speedup, max_panels=1
     )
     latency = next(s for s in narrow.charts if s.key == "latency").chart.to_dict()
-    assert latency["facet"]["sort"] == ["synthetic-spiky · cache on"]
+    assert latency["vconcat"][0]["facet"]["sort"] == ["synthetic-spiky · cache on"]
     assert any("1 of 4 groups" in note for note in narrow.notes)
 
 
@@ -120,7 +156,7 @@ def test_headlines_without_anomalies(synthetic_run, tmp_path):
 
 def test_write_images(report, tmp_path):
     pngs = report.write_images(tmp_path / "png")
-    assert [p.name for p in pngs] == [f"{s.key}.png" for s in report.charts]
+    assert [p.name for p in pngs] == [f"{key}.png" for key, _ in report.figures()]
     for path in pngs:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = report.write_images(tmp_path / "svg", "svg")[0].read_text()
@@ -153,15 +189,8 @@ def test_explanations_follow_what_the_data_supports(report, page, synthetic_run,
     assert plain.explanations == []
 
 
-def test_backend_and_memory_explanations(synthetic_run, tmp_path):
-    base = synthetic_run.trials(instrumented=False, both_cache=False)
-    # The same cases on a second (synthetic) backend where the spiky model is smooth.
-    other = base.filter(pl.col("model") == "synthetic-smooth")
-    other = pl.concat([other, other.with_columns(pl.lit("synthetic-spiky").alias("model"))])
-    trials = pl.concat([base, other.with_columns(pl.lit("synthetic-b").alias("backend"))])
-    # Memory that grows smoothly with the budget: no step where the spike is.
-    trials = trials.with_columns((pl.col("budget") * 4096 + 10**9).alias("mem_driver_bytes"))
-    report = build_report(trials, n_boot=200)
+def test_backend_and_memory_explanations(two_backend_trials):
+    report = build_report(two_backend_trials, n_boot=200)
     assert [e.key for e in report.explanations] == ["backends", "memory"]
     verdicts = report.explanations[0].result.verdicts
     assert verdicts.filter(pl.col("model") == "synthetic-spiky")["specific"].to_list() == [True]
@@ -170,3 +199,25 @@ def test_backend_and_memory_explanations(synthetic_run, tmp_path):
     page = report.to_html()
     assert "Is it specific to one backend?" in page
     assert "Does memory (mem_driver_bytes) explain it?" in page
+
+
+def test_report_against_a_base_run_says_what_changed(tmp_path):
+    grid = dict(n_budgets=16, trials=5, sessions=2, intercept_s=0.05, per_token_s=0.005)
+    base = simulate_sweep(anomaly="spike", ratio=3.0, seed=1, **grid).trials
+    new = simulate_sweep(seed=2, **grid).trials
+    report = build_report(new, baseline=base, n_boot=200)
+    assert report.comparison.changes["status"].to_list() == ["vanished"]
+    other = new.with_columns(pl.lit("other").alias("model"))
+    unmatched = build_report(other, baseline=base, n_boot=200)
+    assert unmatched.comparison.shift.height == 0
+    assert "comparison" not in [s.key for s in unmatched.charts]
+    assert any("pass by= to match" in note for note in unmatched.notes)
+    assert [s.key for s in report.charts][:2] == ["latency", "comparison"]
+    vanished = next(line for line in report.findings() if "vanished" in line)
+    assert re.fullmatch(
+        r"the regime at budgets 128\.\.144 vanished in the new run: new over base "
+        r"x0\.\d+ \(95% CI 0\.\d+-0\.\d+\), q = \de-\d+",
+        vanished,
+    ), vanished
+    page = report.to_html()
+    assert "Against the base run" in page and "<h4>changes</h4>" in page

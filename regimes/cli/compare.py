@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from regimes.cli._analysis import _at_least_one, _column_list, _flat, _probability
+from regimes.cli._options import at_least_one, column_list, probability, seed, whole_number
+from regimes.cli.analyze import flat
 from regimes.errors import RegimesInputError
 
 __all__ = ["register", "run_compare"]
@@ -29,8 +30,10 @@ def register(subparsers: Any) -> None:
         "another day): each regime of either run with its status, the new run's latency "
         "over the base's as one shift and per budget, and the environment difference.",
     )
-    parser.add_argument("base", type=Path, metavar="BASE", help="the base run (a run directory)")
-    parser.add_argument("new", type=Path, metavar="NEW", help="the new run")
+    parser.add_argument(
+        "base", type=Path, metavar="BASE", help="the base run: a run directory or trial file"
+    )
+    parser.add_argument("new", type=Path, metavar="NEW", help="the new run, likewise")
     parser.add_argument(
         "--format",
         choices=("table", "json", "csv"),
@@ -41,26 +44,36 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-o", "--outdir", type=Path, default=None, help="write every result table here (CSV)"
     )
-    parser.add_argument("--x", choices=("budget", "total_tokens"), default="budget")
-    parser.add_argument("--y", choices=("latency_s", "decode_s", "prefill_s"), default="latency_s")
+    parser.add_argument(
+        "--x",
+        choices=("budget", "total_tokens"),
+        default="budget",
+        help="the axis along which latency is followed (default: budget)",
+    )
+    parser.add_argument(
+        "--y",
+        choices=("latency_s", "decode_s", "prefill_s"),
+        default="latency_s",
+        help="the time compared (default: latency_s)",
+    )
     parser.add_argument(
         "--by",
-        type=_column_list,
+        type=column_list,
         default=None,
         metavar="COL[,COL...]",
         help="match curves on these columns instead of the case columns both runs have",
     )
-    parser.add_argument("--alpha", type=_probability, default=0.05, help="false discovery rate")
+    parser.add_argument("--alpha", type=probability, default=0.05, help="false discovery rate")
     parser.add_argument(
-        "--min-ratio", type=_at_least_one, default=1.25, help="smallest ratio over trend"
+        "--min-ratio", type=at_least_one, default=1.25, help="smallest ratio over trend"
     )
-    parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--n-boot", type=whole_number, default=2000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0")
     parser.set_defaults(handler=run_compare)
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    """Handle ``regimes compare``."""
+    """Run ``regimes compare``; return the exit status."""
     from regimes.compare import compare_runs
 
     result = compare_runs(
@@ -77,7 +90,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(result.to_json() + "\n")
     elif args.format == "csv":
-        sys.stdout.write(_flat(result.changes).write_csv())
+        sys.stdout.write(flat(result.changes).write_csv())
     else:
         print(result.summary())
     if args.outdir is not None:
@@ -94,7 +107,7 @@ def _write(result: Any, outdir: Path) -> list[Path]:
         outdir.mkdir(parents=True, exist_ok=True)
         for name, frame in {**result.tables, "untested": result.untested}.items():
             path = outdir / f"{name}.csv"
-            _flat(frame).write_csv(path)
+            flat(frame).write_csv(path)
             written.append(path)
         summary = outdir / "summary.txt"
         summary.write_text(result.summary() + "\n")
