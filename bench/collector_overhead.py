@@ -1,6 +1,6 @@
-"""Measure how much the collector adds to what it measures.
+"""Measure how much the collector adds to what it measures, and whether injection hits its factor.
 
-Three paired comparisons on the same model and prompt, each run interleaved (the two
+Four paired comparisons on the same model and prompt, each run interleaved (the two
 arms alternate, and the arm that goes first alternates from pair to pair, so drift and
 warm-up trends hit both equally):
 
@@ -11,6 +11,9 @@ warm-up trends hit both equally):
 * ``instrumented``: per-step synchronised timing against uninstrumented timing, for each
   engine: the cost of the phase split.
 * ``loop/generate``: the explicit greedy loop against ``generate`` (both uninstrumented).
+* ``inject x3``: fault injection (``slowdown=3``, the spec's ``inject``) against none, for
+  each engine: the ratio should be close to 3 (the injected delay is proportional to
+  each step's own time; what it cannot stretch is the call's return path).
 
 For each budget the table shows the median latency of each arm and the median of the
 per-pair ratios with its interquartile range. Run::
@@ -56,7 +59,7 @@ def _bare_generate(loaded, backend, input_ids, budget: int, use_cache: bool) -> 
 
 
 def _collector(
-    loaded, backend, input_ids, budget, use_cache, engine, instrument
+    loaded, backend, input_ids, budget, use_cache, engine, instrument, slowdown=1.0
 ) -> Callable[[], float]:
     def run() -> float:
         return run_generation(
@@ -67,6 +70,7 @@ def _collector(
             use_cache=use_cache,
             engine=engine,
             instrument=instrument,
+            slowdown=slowdown,
         ).latency_s
 
     return run
@@ -139,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for budget in args.budgets:
 
-        def arm(engine: str, instrument: bool, budget: int = budget) -> Callable[[], float]:
-            return _collector(loaded, backend, input_ids, budget, use_cache, engine, instrument)
+        def arm(
+            engine: str, instrument: bool, slowdown: float = 1.0, budget: int = budget
+        ) -> Callable[[], float]:
+            return _collector(
+                loaded, backend, input_ids, budget, use_cache, engine, instrument, slowdown
+            )
 
         comparisons = {
             "overhead (A=collector)": (
@@ -150,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             "instrumented generate": (arm("generate", True), arm("generate", False)),
             "instrumented loop": (arm("loop", True), arm("loop", False)),
             "loop / generate": (arm("loop", False), arm("generate", False)),
+            "inject x3 generate": (arm("generate", False, 3.0), arm("generate", False)),
+            "inject x3 loop": (arm("loop", False, 3.0), arm("loop", False)),
         }
         for label, (arm_a, arm_b) in comparisons.items():
             result = paired(arm_a, arm_b, args.pairs, args.warmup)

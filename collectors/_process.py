@@ -53,7 +53,7 @@ def crash_error_rows(
     if last["event"] == "start":
         cases = [Case(**last["case"])]
     else:
-        load_key = (last["model"], last["backend"], last["dtype"])
+        load_key = (last["model"], last["backend"], last["dtype"], last.get("attn_implementation"))
         cases = [c for c in spec.cases() if c.load_key == load_key]
     return [
         error_row(run_id, c, session, None, error_type="WorkerCrash", message=message, trace="")
@@ -147,9 +147,9 @@ def _run_worker(
 
 
 def run_process_session(
-    spec: SweepSpec,
-    writer: RunWriter,
+    pending: dict[int, SweepSpec],
     session: int,
+    writer: RunWriter,
     deadline: float | None,
     lock_fd: int | None,
     sink: Progress,
@@ -157,10 +157,14 @@ def run_process_session(
 ) -> str:
     """Run one session in fresh processes until its plan is empty; return a status.
 
-    A process that dies mid-case is charged to that case (a ``WorkerCrash`` error row)
-    and a new process takes over the rest of the session; every relaunch therefore
-    removes at least one case, so this ends.
+    ``pending`` maps the sessions of this call, in order, to their specs; the
+    progress total is recounted over ``session`` and those after it. A process that
+    dies mid-case is charged to that case (a ``WorkerCrash`` error row) and a new
+    process takes over the rest of the session; every relaunch therefore removes at
+    least one case, so this ends.
     """
+    spec = pending[session]
+    later = list(pending)[list(pending).index(session) :]
     statuses = {code: status for status, code in EXIT_CODES.items() if status != "failed"}
     while True:
         returncode, in_flight = _run_worker(writer.path, session, deadline, lock_fd, sink)
@@ -178,9 +182,6 @@ def run_process_session(
             case = {k: row[k] for k in CASE_FIELDS}
             sink(error_event(session, case, row["error_type"], row["error"]))
         state = RunState.read(writer)
-        sink.retotal(
-            sink.done
-            + sum(len(plan_session(spec, k, state)) for k in range(session, spec.sessions))
-        )
+        sink.retotal(sink.done + sum(len(plan_session(pending[k], k, state)) for k in later))
         if not plan_session(spec, session, state):
             return "complete"

@@ -14,12 +14,17 @@ Warm-ups are lazy: in each process, a case's ``warmup`` warm-up generations run
 immediately before that case's first measured trial in that process (so, in a fresh
 session, inside round 0 just before the case's turn). A sliced or interrupted process
 has therefore warmed only the cases it measured, and a process that resumes warms
-only the cases it reaches, instead of paying every case's warm-ups up front.
+only the cases it reaches, instead of paying every case's warm-ups up front. That is
+``warmup_policy = "per-case"``; ``"max-first"`` runs each loaded model's warm-ups at its
+largest budget before its first measured trial in a process (one generation then
+visits every KV length the model's trials will), and ``"none"`` runs none. Warm-ups
+draw no random numbers, so the measured order is the same under every policy.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +47,7 @@ class ScheduledTrial:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        """The trial's identity, in :data:`regimes.data.io.TRIAL_KEY` order."""
+        """The trial's identity: :data:`regimes.data.io.TRIAL_KEY` order, then attention."""
         c = self.case
         return (
             c.model,
@@ -54,6 +59,7 @@ class ScheduledTrial:
             self.session,
             self.trial,
             self.warmup,
+            c.attn_implementation,
         )
 
 
@@ -72,23 +78,68 @@ def measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
     return order
 
 
-def _with_lazy_warmups(
-    measured: list[ScheduledTrial], warmup: int, warmups_stored: dict[tuple[Case, int], int]
+def _warm_before_first(
+    measured: list[ScheduledTrial],
+    count: int,
+    warmups_stored: dict[tuple[Case, int], int],
+    group: Callable[[Case], Hashable],
+    warm_case: Callable[[Case], Case],
 ) -> list[ScheduledTrial]:
-    """Put each case's ``warmup`` warm-ups immediately before its first trial in ``measured``.
+    """Put ``count`` warm-ups before the first trial of each ``group`` in ``measured``.
 
-    Warm-up numbers continue after the ``warmups_stored`` ones of that (case, session),
-    so that no key repeats across resumes.
+    The warm-ups run ``warm_case`` of the trial's case. Their numbers continue after
+    the ``warmups_stored`` ones of that (case, session), so that no key repeats across
+    resumes.
     """
     plan: list[ScheduledTrial] = []
-    warmed: set[Case] = set()
+    warmed: set[Hashable] = set()
     for t in measured:
-        if t.case not in warmed:
-            warmed.add(t.case)
-            first = warmups_stored.get((t.case, t.session), 0)
-            plan.extend(ScheduledTrial(t.case, t.session, first + w, True) for w in range(warmup))
+        if group(t.case) not in warmed:
+            warmed.add(group(t.case))
+            case = warm_case(t.case)
+            first = warmups_stored.get((case, t.session), 0)
+            plan.extend(ScheduledTrial(case, t.session, first + w, True) for w in range(count))
         plan.append(t)
     return plan
+
+
+def _largest_cases(spec: SweepSpec) -> dict[tuple[Any, ...], Case]:
+    """Map each loaded model to its case with the largest budget (then prompt length).
+
+    Ties go to the case first in spec order.
+    """
+    largest: dict[tuple[Any, ...], Case] = {}
+    for case in spec.cases():
+        top = largest.get(case.load_key)
+        if top is None or (case.budget, case.prompt_tokens) > (top.budget, top.prompt_tokens):
+            largest[case.load_key] = case
+    return largest
+
+
+def _with_warmups(
+    measured: list[ScheduledTrial],
+    spec: SweepSpec,
+    warmups_stored: dict[tuple[Case, int], int],
+) -> list[ScheduledTrial]:
+    """Add the warm-ups ``spec.warmup_policy`` asks for to a measured order.
+
+    ``per-case``: each case's warm-ups just before its first trial; ``max-first``: each
+    loaded model's warm-ups, at its largest case, before its first trial; ``none``.
+    """
+    if spec.warmup_policy == "none":
+        return list(measured)
+    if spec.warmup_policy == "max-first":
+        largest = _largest_cases(spec)
+        return _warm_before_first(
+            measured,
+            spec.warmup,
+            warmups_stored,
+            lambda case: case.load_key,
+            lambda case: largest[case.load_key],
+        )
+    return _warm_before_first(
+        measured, spec.warmup, warmups_stored, lambda case: case, lambda case: case
+    )
 
 
 def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
@@ -113,7 +164,7 @@ def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
     --------
     plan_session : what is left of a session, given what a run already holds.
     """
-    return _with_lazy_warmups(measured_order(spec, session), spec.warmup, {})
+    return _with_warmups(measured_order(spec, session), spec, {})
 
 
 def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[ScheduledTrial]:
@@ -125,9 +176,10 @@ def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[Schedul
     process warmed is gone), numbered after the warm-ups already stored for that
     (case, session).
     """
+    state = state.named_by(spec)
     left = [
         t
         for t in measured_order(spec, session)
-        if t.key not in state.done and (t.case, session) not in state.failed
+        if t.key not in state.done and (t.case.base, session) not in state.failed
     ]
-    return _with_lazy_warmups(left, spec.warmup, state.warmups_stored)
+    return _with_warmups(left, spec, state.warmups_stored)

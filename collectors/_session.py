@@ -32,6 +32,7 @@ import polars as pl
 from regimes.data.io import RunWriter
 
 from . import engines, models
+from ._attention import allowed_sdpa_backends, enabled_sdpa_backends
 from ._events import EventSink, error_event, ignore
 from ._schedule import ScheduledTrial, plan_session
 from ._signals import Interrupts
@@ -126,8 +127,8 @@ class _SessionRun:
                 break
         return self.outcome
 
-    def run_group(self, load_key: tuple[str, str, str], items: list[ScheduledTrial]) -> bool:
-        model_name, backend_name, dtype = load_key
+    def run_group(self, load_key: tuple[Any, ...], items: list[ScheduledTrial]) -> bool:
+        model_name, backend_name, dtype, attn = load_key
         self.emit(
             {
                 "event": "load",
@@ -135,6 +136,7 @@ class _SessionRun:
                 "model": model_name,
                 "backend": backend_name,
                 "dtype": dtype,
+                "attn_implementation": attn,
             }
         )
         backend: Backend | None = None
@@ -147,6 +149,7 @@ class _SessionRun:
                 weights=self.spec.weights,
                 seed=self.spec.seed,
                 label=model_name,
+                attn_implementation=attn,
             )
         except Exception as exc:
             self.record_errors(list(dict.fromkeys(t.case for t in items)), exc, len(items))
@@ -191,7 +194,7 @@ class _SessionRun:
                 self.release(backend)
                 continue
             remaining[item.case] -= 1
-            self.write_trial(item, *measured)
+            self.write_trial(item, loaded, *measured)
             warming = item.warmup
         return True
 
@@ -202,8 +205,12 @@ class _SessionRun:
         prompts: dict[int, Any],
         item: ScheduledTrial,
         remaining: int,
-    ) -> tuple[engines.TrialTiming, dict[str, int | None]] | None:
-        """Run one generation; on failure record it (``remaining`` trials skipped)."""
+    ) -> tuple[engines.TrialTiming, dict[str, Any]] | None:
+        """Run one generation; on failure record it (``remaining`` trials skipped).
+
+        Returns the timing and what the row records besides it: memory counters and
+        the SDPA kernels enabled while it ran.
+        """
         case = item.case
         self.emit(
             {
@@ -219,22 +226,34 @@ class _SessionRun:
                 prompts[case.prompt_tokens] = models.make_prompt(
                     case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed
                 )
-            timing = engines.run_generation(
-                loaded,
-                backend,
-                prompts[case.prompt_tokens],
-                budget=case.budget,
-                use_cache=case.use_cache,
-                engine=self.spec.engine,
-                instrument=self.spec.instrument,
-            )
-            return timing, backend.memory()
+            with allowed_sdpa_backends(self.spec.sdpa_backends):
+                sdpa = ",".join(enabled_sdpa_backends())
+                timing = engines.run_generation(
+                    loaded,
+                    backend,
+                    prompts[case.prompt_tokens],
+                    budget=case.budget,
+                    use_cache=case.use_cache,
+                    engine=self.spec.engine,
+                    instrument=self.spec.instrument,
+                    slowdown=self.injected_factor(case) or 1.0,
+                )
+            return timing, {**backend.memory(), "sdpa_backends": sdpa}
         except Exception as exc:
             self.record_errors([case], exc, remaining)
         return None
 
+    def injected_factor(self, case: Case) -> float | None:
+        """Return the slowdown injected into ``case`` (``None`` in a run without one)."""
+        inject = self.spec.inject
+        return inject.factor_for(case.budget) if inject is not None else None
+
     def trial_row(
-        self, item: ScheduledTrial, timing: engines.TrialTiming, memory: dict[str, int | None]
+        self,
+        item: ScheduledTrial,
+        loaded: models.LoadedModel,
+        timing: engines.TrialTiming,
+        observed: dict[str, Any],
     ) -> dict[str, Any]:
         return {
             **case_dict(item.case),
@@ -249,11 +268,13 @@ class _SessionRun:
             "prefill_s": timing.prefill_s,
             "decode_s": timing.decode_s,
             "new_tokens": timing.new_tokens,
-            **memory,
+            **observed,
+            "attn_implementation": loaded.attn_implementation,
             "rss_bytes": rss_bytes(),
             "instrumented": self.spec.instrument,
             "process_id": process_id(),
             "host": host_name(),
+            "injected_factor": self.injected_factor(item.case),
         }
 
     @staticmethod
@@ -266,9 +287,13 @@ class _SessionRun:
         )
 
     def write_trial(
-        self, item: ScheduledTrial, timing: engines.TrialTiming, memory: dict[str, int | None]
+        self,
+        item: ScheduledTrial,
+        loaded: models.LoadedModel,
+        timing: engines.TrialTiming,
+        observed: dict[str, Any],
     ) -> None:
-        row = self.trial_row(item, timing, memory)
+        row = self.trial_row(item, loaded, timing, observed)
         with self.interrupts.deferred():
             # Trial before steps: a kill between the two loses one trial's step times,
             # whereas the other order would let a resume store them twice.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,11 @@ __all__ = [
     "remove_stale_temp_files",
 ]
 
-CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
-"""Case columns, in the order they lead :data:`regimes.data.io.TRIAL_KEY`."""
+CASE_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(Case) if f.name != "attn_implementation"
+)
+"""Case columns, in the order they lead :data:`regimes.data.io.TRIAL_KEY` (the trial
+table records the attention implementation that ran in a column of its own)."""
 
 
 def case_dict(case: Case) -> dict[str, Any]:
@@ -46,6 +49,23 @@ class RunState:
     warmups_stored: dict[tuple[Case, int], int]
     next_order: int
     run_id: str
+    sessions: frozenset[int] = frozenset()
+    """Every session number with a trial or an error on disk."""
+
+    def named_by(self, spec: SweepSpec) -> RunState:
+        """Name the stored trials as ``spec`` names its cases.
+
+        Trials record the attention implementation that ran; a spec that leaves it
+        to the model's default names its cases without one. Failed cases are stored
+        without it (the ``errors`` table has no such column).
+        """
+        if spec.attn_implementation != (None,):
+            return self
+        done = frozenset((*key[:-1], None) for key in self.done)
+        warm: dict[tuple[Case, int], int] = {}
+        for (case, session), n in self.warmups_stored.items():
+            warm[case.base, session] = max(n, warm.get((case.base, session), 0))
+        return replace(self, done=done, warmups_stored=warm)
 
     @classmethod
     def read(cls, writer: RunWriter) -> RunState:
@@ -54,18 +74,20 @@ class RunState:
         trials, errors = run.trials, run.errors
         case_cols = list(CASE_FIELDS)
         measured = trials.filter(~pl.col("warmup"))
-        done = frozenset(measured.select([*case_cols, "session", "trial", "warmup"]).iter_rows())
+        key = [*case_cols, "session", "trial", "warmup", "attn_implementation"]
+        done = frozenset(measured.select(key).iter_rows())
         failed = frozenset(
             (Case(*row[:-1]), row[-1]) for row in errors.select([*case_cols, "session"]).iter_rows()
         )
         warm = (
             trials.filter(pl.col("warmup"))
-            .group_by([*case_cols, "session"])
+            .group_by([*case_cols, "attn_implementation", "session"])
             .agg(pl.col("trial").max() + 1)
         )
         warmups_stored = {(Case(*row[:-2]), row[-2]): row[-1] for row in warm.iter_rows()}
         next_order = int(trials["order"].max()) + 1 if trials.height else 0  # type: ignore[arg-type]
-        return cls(done, failed, warmups_stored, next_order, writer.run_id)
+        sessions = frozenset(trials["session"].to_list()) | frozenset(errors["session"].to_list())
+        return cls(done, failed, warmups_stored, next_order, writer.run_id, sessions)
 
 
 def error_row(

@@ -90,7 +90,8 @@ def run_collect(args: argparse.Namespace) -> int:
         resume += ["--cluster", args.cluster]
     print(
         f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "
-        f"session(s) (+{spec.warmup} warm-up(s) each) -> {str(run_dir)!r}",
+        f"session(s) (+{spec.warmups_per_session()} warm-up(s) per session, "
+        f"{spec.warmup_policy}) -> {str(run_dir)!r}",
         file=sys.stderr,
     )
     try:

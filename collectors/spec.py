@@ -21,6 +21,23 @@ of *cases*, each measured ``trials`` times in each of ``sessions`` sessions afte
     sessions      = 2
     isolation     = "process"
 
+Fault injection. ``inject = { start = 505, stop = 633, factor = 3.0 }`` (stop inclusive)
+slows every real generation whose budget lies in ``start..stop`` by ``factor``: after
+each step the device is synchronised and the host waits ``factor - 1`` times the time
+that step took, so the whole generation takes about ``factor`` times as long (see
+:mod:`collectors.engines`). Such a run is a known answer for tests and benchmarks, and
+it is always marked synthetic: ``meta.json`` holds ``inject`` and ``synthetic: true``,
+and every trial its ``injected_factor`` (1.0 outside the interval).
+
+Attention and warm-ups. ``attn_implementation`` (one name or a list: ``"eager"``,
+``"sdpa"``, ...) is passed to the model's constructor and is a grid dimension;
+``sdpa_backends`` (``["cudnn", "flash", "efficient", "math"]``, any subset) is the set
+of scaled-dot-product-attention kernels allowed around every generation
+(:func:`torch.nn.attention.sdpa_kernel`); ``warmup_policy`` is ``"per-case"`` (the
+default: a case's warm-ups just before its first measured trial in a process),
+``"none"`` or ``"max-first"`` (warm-ups at the largest budget of each loaded model
+before anything is measured with it). Both attention settings are recorded per trial.
+
 Every mistake a spec can hold (an unknown key, with the closest valid one suggested; an
 unknown model, dtype or engine; empty or non-positive budgets; a sequence longer than
 the model's positions; a backend this machine lacks; a value of the wrong type) raises
@@ -31,11 +48,12 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +68,35 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["Case", "FLEET_SESSIONS", "ISOLATIONS", "SpecError", "SweepSpec"]
+__all__ = [
+    "ATTN_IMPLEMENTATIONS",
+    "Case",
+    "FLEET_SESSIONS",
+    "ISOLATIONS",
+    "Injection",
+    "SDPA_BACKENDS",
+    "SpecError",
+    "SweepSpec",
+    "WARMUP_POLICIES",
+]
 
 ISOLATIONS: tuple[str, ...] = ("none", "process")
+
+WARMUP_POLICIES: tuple[str, ...] = ("per-case", "none", "max-first")
+"""How a session warms up: each case before its first measured trial in a process,
+not at all, or once per loaded model at the session's largest budget."""
+
+ATTN_IMPLEMENTATIONS: tuple[str, ...] = (
+    "eager",
+    "sdpa",
+    "flash_attention_2",
+    "flash_attention_3",
+    "flex_attention",
+)
+"""Attention implementations transformers knows by name (hub kernels ``org/name`` too)."""
+
+SDPA_BACKENDS: tuple[str, ...] = ("cudnn", "flash", "efficient", "math")
+"""Kernels of :func:`torch.nn.functional.scaled_dot_product_attention`, by short name."""
 
 FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
 """How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
@@ -66,6 +110,37 @@ class SpecError(RegimesInputError):
     """A sweep specification that cannot be run; the message names the problem."""
 
 
+@dataclass(frozen=True)
+class Injection:
+    """A known slowdown: generations with a budget in ``start..stop`` take ``factor`` x.
+
+    Parameters
+    ----------
+    start, stop : int
+        The budget interval, both ends included.
+    factor : float
+        How many times longer each step (and so the whole generation) takes; >= 1.
+
+    Examples
+    --------
+    >>> inject = Injection(505, 633, 3.0)
+    >>> inject.factor_for(504), inject.factor_for(505), inject.factor_for(633)
+    (1.0, 3.0, 3.0)
+    """
+
+    start: int
+    stop: int
+    factor: float
+
+    def factor_for(self, budget: int) -> float:
+        """Return the slowdown of a generation of ``budget`` tokens (1.0 outside)."""
+        return self.factor if self.start <= budget <= self.stop else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the injection as the TOML table that specifies it."""
+        return {"start": self.start, "stop": self.stop, "factor": self.factor}
+
+
 @dataclass(frozen=True, order=True)
 class Case:
     """One measured condition: a generation of ``budget`` tokens after a prompt."""
@@ -76,17 +151,25 @@ class Case:
     use_cache: bool
     prompt_tokens: int
     budget: int
+    attn_implementation: str | None = None
+    """The attention implementation asked for (``None``: the model's default)."""
 
     @property
-    def load_key(self) -> tuple[str, str, str]:
-        """The (model, backend, dtype) that must be loaded to run this case."""
-        return (self.model, self.backend, self.dtype)
+    def load_key(self) -> tuple[str, str, str, str | None]:
+        """The (model, backend, dtype, attention) that must be loaded to run this case."""
+        return (self.model, self.backend, self.dtype, self.attn_implementation)
+
+    @property
+    def base(self) -> Case:
+        """The case without its attention implementation, as the errors table names it."""
+        return replace(self, attn_implementation=None)
 
     def label(self) -> str:
         """Name the case in one readable path-like string."""
         cache = "cache" if self.use_cache else "no-cache"
+        attn = f"/{self.attn_implementation}" if self.attn_implementation else ""
         return (
-            f"{self.model}/{self.backend}/{self.dtype}/{cache}/"
+            f"{self.model}/{self.backend}/{self.dtype}{attn}/{cache}/"
             f"prompt={self.prompt_tokens}/budget={self.budget}"
         )
 
@@ -252,6 +335,73 @@ def _budgets(key: str, value: Any, known: Mapping[str, Any]) -> tuple[int, ...]:
     return _unique_list(_budget_item)(key, value, known)
 
 
+def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
+    if value is None or isinstance(value, Injection):
+        return value
+    if not isinstance(value, Mapping):
+        raise SpecError(
+            f"'inject' must be a table {{start, stop, factor}}, got {value!r} ({_type_name(value)})"
+        )
+    allowed = ("start", "stop", "factor")
+    for name in value:
+        if name not in allowed:
+            raise SpecError(f"unknown key {name!r} in 'inject'{_suggest(name, allowed)}")
+    missing = [name for name in allowed if name not in value]
+    if missing:
+        raise SpecError(f"'inject' lacks {missing}; give {{start, stop, factor}} (stop inclusive)")
+    start = _int("inject.start", value["start"], minimum=1)
+    stop = _int("inject.stop", value["stop"], minimum=start)
+    factor = value["factor"]
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
+        raise SpecError(f"'inject.factor' must be a number >= 1 (a slowdown), got {factor!r}")
+    if not math.isfinite(factor):
+        raise SpecError(f"'inject.factor' must be finite, got {factor!r}")
+    return Injection(start, stop, float(factor))
+
+
+def _attn_item(key: str, value: Any, known: Mapping[str, Any]) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{key!r} must hold non-empty strings, got {value!r}")
+    if value in ATTN_IMPLEMENTATIONS or "/" in value:  # "org/kernel": a hub kernel
+        return value
+    raise SpecError(
+        f"unknown attn_implementation {value!r}{_suggest(value, ATTN_IMPLEMENTATIONS)}; "
+        f"expected one of {list(ATTN_IMPLEMENTATIONS)} (or a hub kernel 'org/name')"
+    )
+
+
+def _attn_implementation(key: str, value: Any, known: Mapping[str, Any]) -> tuple[Any, ...]:
+    if value is None or value == [None] or value == (None,):
+        return (None,)  # the model's default, as stored by to_dict
+    if isinstance(value, str):
+        return (_attn_item(key, value, known),)
+    return _unique_list(_attn_item)(key, value, known)
+
+
+def _sdpa_item(key: str, value: Any, known: Mapping[str, Any]) -> str:
+    return _choice(key, value, SDPA_BACKENDS)
+
+
+def _sdpa_backends(key: str, value: Any, known: Mapping[str, Any]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    chosen = _unique_list(_sdpa_item)(key, value, known)
+    return tuple(name for name in SDPA_BACKENDS if name in chosen)  # one canonical order
+
+
+def _warmup(key: str, value: Any, known: Mapping[str, Any]) -> int:
+    count = _int(key, value, minimum=0)
+    policy = known["warmup_policy"]
+    if policy == "none" and count:
+        raise SpecError(
+            f"'warmup' is {count} but warmup_policy = \"none\" runs no warm-up; "
+            "drop 'warmup' or choose another warmup_policy"
+        )
+    if policy == "max-first" and not count:
+        raise SpecError("'warmup' must be >= 1 with warmup_policy = \"max-first\"")
+    return count
+
+
 def _fits_positions(values: Mapping[str, Any]) -> None:
     """Every model's position table holds the longest prompt plus the largest budget."""
     prompts, budgets = values["prompt_tokens"], values["budgets"]
@@ -267,6 +417,14 @@ def _fits_positions(values: Mapping[str, Any]) -> None:
             )
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Injection):
+        return value.to_dict()
+    return value
+
+
 _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "weights": _one_of(WEIGHTS),
     "models": _unique_list(_model_item),
@@ -276,18 +434,29 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "prompt_tokens": _unique_list(_integer(1)),
     "budgets": _budgets,
     "trials": _integer(1),
-    "warmup": _integer(0),
+    "warmup_policy": _one_of(WARMUP_POLICIES),
+    "warmup": _warmup,
     "sessions": _integer(1),
     "isolation": _one_of(ISOLATIONS),
     "instrument": _flag,
     "engine": _one_of(ENGINES),
     "seed": _integer(None),
     "fleet_sessions": _one_of(FLEET_SESSIONS),
+    "inject": _inject,
+    "attn_implementation": _attn_implementation,
+    "sdpa_backends": _sdpa_backends,
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
 _CROSS_CHECKS: tuple[Callable[[Mapping[str, Any]], None], ...] = (_fits_positions,)
 """Constraints between keys, run once every key is valid."""
+
+
+def _default(key: str, default: Any, known: Mapping[str, Any]) -> Any:
+    """Return the value of a key the spec leaves out (one depends on another key)."""
+    if key == "warmup" and known["warmup_policy"] == "none":
+        return 0
+    return default
 
 
 def _check_keys(data: Any, known: Sequence[str], required: Sequence[str]) -> None:
@@ -334,6 +503,20 @@ class SweepSpec:
     fleet_sessions : str
         On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
         has its backend, ``"every-host"`` runs every session on every such host.
+    inject : Injection or None
+        A known slowdown over a budget interval (fault injection; the data are then
+        synthetic).
+    attn_implementation : tuple of str or None
+        Attention implementations to measure (``eager``, ``sdpa``, ...), a grid
+        dimension; ``(None,)`` takes the model's default.
+    sdpa_backends : tuple of str or None
+        The scaled-dot-product-attention kernels allowed during generation
+        (``cudnn``, ``flash``, ``efficient``, ``math``); ``None`` leaves torch's
+        settings as they are.
+    warmup_policy : str
+        ``"per-case"`` (each case's ``warmup`` warm-ups just before its first measured
+        trial in a process), ``"none"`` or ``"max-first"`` (``warmup`` warm-ups at the
+        largest budget of each loaded model before anything is measured with it).
 
     See Also
     --------
@@ -362,6 +545,10 @@ class SweepSpec:
     engine: str = "generate"
     seed: int = 0
     fleet_sessions: str = "shared"
+    inject: Injection | None = None
+    attn_implementation: tuple[str | None, ...] = (None,)
+    sdpa_backends: tuple[str, ...] | None = None
+    warmup_policy: str = "per-case"
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -441,7 +628,8 @@ class SweepSpec:
         _check_keys(data, cls.keys(), required)
         known: dict[str, Any] = {"check_available": check_available}
         for key, check in _PARAMETER_CONSTRAINTS.items():
-            known[key] = check(key, data.get(key, defaults[key]), known)
+            value = data[key] if key in data else _default(key, defaults[key], known)
+            known[key] = check(key, value, known)
         del known["check_available"]
         for cross in _CROSS_CHECKS:
             cross(known)
@@ -449,34 +637,42 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the spec as plain JSON/TOML values (budgets as the explicit list)."""
-        return {
-            name: list(value) if isinstance(value, tuple) else value
-            for name, value in ((f.name, getattr(self, f.name)) for f in fields(self))
-        }
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     def differences(self, other: SweepSpec) -> list[str]:
         """Keys whose values differ between ``self`` and ``other``."""
         return [name for name in self.keys() if getattr(self, name) != getattr(other, name)]
 
     def cases(self) -> list[Case]:
-        """List the cross product of the grid, in spec order (the schedule shuffles it)."""
-        return [
-            Case(*values)
-            for values in itertools.product(
-                self.models,
-                self.backends,
-                self.dtypes,
-                self.use_cache,
-                self.prompt_tokens,
-                self.budgets,
-            )
-        ]
+        """List the cross product of the grid, in spec order (the schedule shuffles it).
+
+        What is loaded together (model, backend, dtype, attention) varies slowest, so
+        each load's cases are contiguous.
+        """
+        grid = itertools.product(
+            self.models,
+            self.backends,
+            self.dtypes,
+            self.attn_implementation,
+            self.use_cache,
+            self.prompt_tokens,
+            self.budgets,
+        )
+        return [Case(m, b, d, u, p, n, a) for m, b, d, a, u, p, n in grid]
+
+    def warmups_per_session(self) -> int:
+        """Count the warm-up generations a fresh session runs under the warm-up policy."""
+        if self.warmup_policy == "per-case":
+            return len(self.cases()) * self.warmup
+        if self.warmup_policy == "max-first":
+            return len({case.load_key for case in self.cases()}) * self.warmup
+        return 0
 
     def trials_per_session(self) -> int:
         """Count the generations per session, warm-ups included."""
-        return len(self.cases()) * (self.trials + self.warmup)
+        return len(self.cases()) * self.trials + self.warmups_per_session()
 
     def total_trials(self, *, include_warmup: bool = False) -> int:
-        """Measured generations in the whole sweep (plus warm-ups if asked)."""
-        per_case = self.trials + (self.warmup if include_warmup else 0)
-        return len(self.cases()) * per_case * self.sessions
+        """Count the measured generations of the whole sweep (plus warm-ups if asked)."""
+        warmups = self.warmups_per_session() if include_warmup else 0
+        return (len(self.cases()) * self.trials + warmups) * self.sessions

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ import polars as pl
 
 from regimes.data.io import RunWriter, read_run
 
+from ._batches import claim_batch, measured_left, read_meta, session_specs, stored_spec
+from ._events import EventSink
 from ._lock import RunBusyError, RunLock
 from ._process import run_process_session
 from ._progress import Progress
@@ -39,7 +42,7 @@ from ._schedule import ScheduledTrial, plan_session, schedule
 from ._session import DEADLINE, EXIT_CODES, SessionOutcome, run_session
 from ._signals import Interrupts
 from ._state import RunState, check_run_dir, remove_stale_temp_files
-from .spec import SweepSpec
+from .spec import SpecError, SweepSpec
 
 __all__ = [
     "EXIT_CODES",
@@ -48,7 +51,9 @@ __all__ = [
     "ScheduledTrial",
     "SessionOutcome",
     "SweepResult",
+    "collect_budgets",
     "plan_session",
+    "run_stored_session",
     "run_session",
     "run_sweep",
     "schedule",
@@ -73,6 +78,11 @@ class SweepResult:
         Wall time of this call.
     messages : list of str
         What the summary adds (how to resume, an interrupted compaction).
+    sessions : tuple of int
+        The session numbers this call ran or resumed.
+    batch : str or None
+        The batch those sessions belong to (:func:`collect_budgets`), ``None`` for the
+        run's own sessions.
     """
 
     run_dir: Path
@@ -85,6 +95,8 @@ class SweepResult:
     errors_on_disk: int
     elapsed_s: float
     messages: list[str] = field(default_factory=list)
+    sessions: tuple[int, ...] = ()
+    batch: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -105,32 +117,24 @@ class SweepResult:
         return "\n".join(lines)
 
 
-def _measured_left(spec: SweepSpec, writer: RunWriter) -> int:
-    state = RunState.read(writer)
-    return sum(
-        1 for k in range(spec.sessions) for t in plan_session(spec, k, state) if not t.warmup
-    )
-
-
 def _run_plans(
-    spec: SweepSpec,
+    pending: dict[int, SweepSpec],
     writer: RunWriter,
-    plans: dict[int, list[ScheduledTrial]],
     deadline: float | None,
     lock: RunLock,
     interrupts: Interrupts,
     sink: Progress,
     messages: list[str],
 ) -> str:
-    """Run each session's plan in turn; return the sweep's status."""
+    """Run each pending session in turn, in its spec's isolation; return the status."""
 
     def should_stop() -> str | None:
         return DEADLINE if deadline is not None and time.time() >= deadline else None
 
     status = "complete"
     try:
-        for session, plan in plans.items():
-            if not plan:
+        for session, spec in pending.items():
+            if not plan_session(spec, session, RunState.read(writer)):
                 continue
             if should_stop():
                 status = "incomplete"
@@ -141,7 +145,7 @@ def _run_plans(
                 status = "incomplete" if outcome.stopped else "complete"
             else:
                 status = run_process_session(
-                    spec, writer, session, deadline, lock.fd, sink, messages
+                    pending, session, writer, deadline, lock.fd, sink, messages
                 )
             if status != "complete":
                 break
@@ -168,14 +172,77 @@ def _finish(writer: RunWriter, status: str, left: int, compact: bool, messages: 
     return status
 
 
+@dataclass
+class _Call:
+    """How one call runs its sessions: deadline, progress bar, compaction, lock wait."""
+
+    max_seconds: float | None
+    progress: bool
+    compact: bool
+    lock_wait_s: float
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def deadline(self) -> float | None:
+        return time.time() + self.max_seconds if self.max_seconds is not None else None
+
+
+def _run_pending(
+    pending: dict[int, SweepSpec],
+    writer: RunWriter,
+    lock: RunLock,
+    interrupts: Interrupts,
+    call: _Call,
+) -> tuple[str, Progress, list[str]]:
+    """Run what is left of the ``pending`` sessions; return status, counts and messages."""
+    messages: list[str] = []
+    state = RunState.read(writer)
+    sink = Progress(sum(len(plan_session(s, k, state)) for k, s in pending.items()), call.progress)
+    deadline = call.deadline
+    status = _run_plans(pending, writer, deadline, lock, interrupts, sink, messages)
+    left = measured_left(pending, RunState.read(writer))
+    return _finish(writer, status, left, call.compact, messages), sink, messages
+
+
+def _result(
+    target: Path,
+    status: str,
+    sink: Progress,
+    messages: list[str],
+    call: _Call,
+    pending: dict[int, SweepSpec],
+    batch: str | None = None,
+) -> SweepResult:
+    run = read_run(target)
+    specs = session_specs(run.meta)
+    return SweepResult(
+        run_dir=target,
+        status=status,
+        measured=sink.counts["measured"],
+        warmups=sink.counts["warmups"],
+        errors=sink.counts["errors"],
+        measured_on_disk=run.trials.filter(~pl.col("warmup")).height,
+        measured_expected=sum(len(s.cases()) * s.trials for s in specs.values()),
+        errors_on_disk=run.errors.height,
+        elapsed_s=time.monotonic() - call.started,
+        messages=messages,
+        sessions=tuple(pending),
+        batch=batch,
+    )
+
+
 def _run_meta(spec: SweepSpec, command: list[str] | None) -> dict[str, Any]:
     from .environment import environment_metadata
 
-    return {
+    meta: dict[str, Any] = {
         "spec": spec.to_dict(),
         "command": command if command is not None else list(sys.argv),
         "environment": environment_metadata(spec.backends),
     }
+    if spec.inject is not None:
+        # Fault injection makes the latencies synthetic; say so where every reader looks.
+        meta.update(inject=spec.inject.to_dict(), synthetic=True)
+    return meta
 
 
 def run_sweep(
@@ -231,6 +298,7 @@ def run_sweep(
     See Also
     --------
     SweepSpec.from_toml : read a spec file.
+    collect_budgets : add budgets to a run in fresh sessions.
     regimes.load : read the trial table back.
 
     Examples
@@ -242,31 +310,185 @@ def run_sweep(
     >>> result.status, result.measured_on_disk
     ('complete', 4)
     """
-    started = time.monotonic()
-    deadline = time.time() + max_seconds if max_seconds is not None else None
+    call = _Call(max_seconds, progress, compact, lock_wait_s)
     target = Path(run_dir)
     meta = _run_meta(spec, command)
     check_run_dir(spec, target)
     target.mkdir(parents=True, exist_ok=True)
-    messages: list[str] = []
     with RunLock(target, lock_wait_s) as lock, Interrupts() as interrupts:
         remove_stale_temp_files(target)
         writer = RunWriter(target, meta)
-        state = RunState.read(writer)
-        plans = {k: plan_session(spec, k, state) for k in range(spec.sessions)}
-        sink = Progress(sum(map(len, plans.values())), progress)
-        status = _run_plans(spec, writer, plans, deadline, lock, interrupts, sink, messages)
-        status = _finish(writer, status, _measured_left(spec, writer), compact, messages)
-    run = read_run(target)
-    return SweepResult(
-        run_dir=target,
-        status=status,
-        measured=sink.counts["measured"],
-        warmups=sink.counts["warmups"],
-        errors=sink.counts["errors"],
-        measured_on_disk=run.trials.filter(~pl.col("warmup")).height,
-        measured_expected=spec.total_trials(),
-        errors_on_disk=run.errors.height,
-        elapsed_s=time.monotonic() - started,
-        messages=messages,
+        pending = dict.fromkeys(range(spec.sessions), spec)
+        status, sink, messages = _run_pending(pending, writer, lock, interrupts, call)
+    return _result(target, status, sink, messages, call, pending)
+
+
+def _batch_overrides(
+    base: SweepSpec,
+    budgets: Sequence[int],
+    trials: int | None,
+    warmup: int | None,
+    isolation: str | None,
+) -> dict[str, Any]:
+    """Check the spec keys a batch replaces as a spec would, and return them."""
+    given = {"budgets": budgets, "trials": trials, "warmup": warmup, "isolation": isolation}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    if isinstance(budgets, Sequence) and not isinstance(budgets, str):
+        overrides["budgets"] = list(budgets)
+    checked = SweepSpec.from_dict({**base.to_dict(), **overrides})
+    return {key: _plain(getattr(checked, key)) for key in overrides}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def collect_budgets(
+    run_dir: str | os.PathLike[str],
+    budgets: Sequence[int],
+    *,
+    sessions: int = 1,
+    trials: int | None = None,
+    warmup: int | None = None,
+    isolation: str | None = None,
+    batch: str | None = None,
+    max_seconds: float | None = None,
+    progress: bool = False,
+    compact: bool = True,
+    command: list[str] | None = None,
+    lock_wait_s: float = 10.0,
+) -> SweepResult:
+    """Measure ``budgets`` with the run's own spec in fresh sessions, appended to the run.
+
+    The spec stored in ``run_dir`` is run again with its budgets replaced by
+    ``budgets`` (and, if given, its trials, warm-ups and isolation replaced), in
+    ``sessions`` new sessions numbered after every session the run already has, so
+    no trial key collides. Everything else stays the run's: models, dtypes, cache
+    settings, prompts, engine, instrumentation, seed, fault injection. The batch is
+    recorded in ``meta.json`` (``batches``) before its first trial, and every trial is
+    written atomically as it ends: a crash loses at most the generation in flight, and
+    the same call again resumes the batch (an unnamed batch with the same settings and
+    trials left is continued; a finished one is not, so calling again adds sessions).
+
+    Parameters
+    ----------
+    run_dir : str or os.PathLike
+        An existing run directory (made by :func:`run_sweep`).
+    budgets : sequence of int
+        The budgets to measure, within the model's positions.
+    sessions : int, default 1
+        Fresh sessions to run them in.
+    trials, warmup : int, optional
+        Measured trials and warm-ups per case and session (default: the run's).
+    isolation : str, optional
+        ``"process"`` or ``"none"`` (default: the run's).
+    batch : str, optional
+        A name for the batch: a named batch that exists is resumed (its settings must
+        match). Default: ``batch-N``.
+    max_seconds, progress, compact, command, lock_wait_s
+        As in :func:`run_sweep` (``progress`` defaults to False here).
+
+    Returns
+    -------
+    SweepResult
+        As :func:`run_sweep`'s; ``sessions`` and ``batch`` name what ran.
+
+    Raises
+    ------
+    SpecError
+        ``run_dir`` is not a run, a budget is invalid for the run's spec, or a named
+        batch exists with other settings.
+    RunBusyError
+        Another process is writing to ``run_dir``.
+
+    See Also
+    --------
+    run_sweep : create or resume the run itself.
+    run_stored_session : run one session of a run as a unit.
+
+    Examples
+    --------
+    >>> import tempfile, regimes
+    >>> spec = SweepSpec.from_dict({"models": ["tiny-gpt2"], "backends": ["cpu"],
+    ...                             "budgets": [2, 8], "trials": 2, "warmup": 0})
+    >>> path = tempfile.mkdtemp() + "/run"
+    >>> _ = run_sweep(spec, path, progress=False)
+    >>> more = collect_budgets(path, [3, 5], sessions=2)
+    >>> more.status, more.sessions, more.measured
+    ('complete', (1, 2), 8)
+    >>> sorted(regimes.load(path)["budget"].unique())
+    [2, 3, 5, 8]
+    """
+    call = _Call(max_seconds, progress, compact, lock_wait_s)
+    target = Path(run_dir)
+    base = stored_spec(read_meta(target))
+    overrides = _batch_overrides(base, budgets, trials, warmup, isolation)
+    if not _is_count(sessions):
+        raise SpecError(f"sessions must be a positive integer, got {sessions!r}")
+    with RunLock(target, lock_wait_s) as lock, Interrupts() as interrupts:
+        remove_stale_temp_files(target)
+        claimed = claim_batch(target, overrides, sessions, batch)
+        meta = {**_run_meta(base, command), "batch": claimed.name}
+        del meta["spec"]
+        writer = RunWriter(target, meta)
+        pending = dict.fromkeys(claimed.sessions, claimed.spec)
+        status, sink, messages = _run_pending(pending, writer, lock, interrupts, call)
+    return _result(target, status, sink, messages, call, pending, claimed.name)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def run_stored_session(
+    run_dir: str | os.PathLike[str],
+    session: int,
+    *,
+    emit: EventSink | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> SessionOutcome:
+    """Run what is left of one session of an existing run, in this process.
+
+    The unit of work of a sweep: the spec that governs ``session`` (the run's own, or
+    its batch's) is read from ``run_dir/meta.json``, and the session's remaining
+    trials are run and written as :func:`run_session` does. Session processes
+    (``isolation = "process"``) run exactly this; so can a worker on another machine
+    that sees the same directory. The caller makes sure no other process runs the
+    same session at the same time (:func:`run_sweep` holds the run's lock).
+
+    Parameters
+    ----------
+    run_dir : str or os.PathLike
+        The run directory.
+    session : int
+        A session number of the run (its own or a batch's).
+    emit : callable, optional
+        Receives each progress event (a dict).
+    should_stop : callable, optional
+        Asked before each generation and model load; a non-empty answer (a reason)
+        ends the session cleanly.
+
+    Returns
+    -------
+    SessionOutcome
+        Measured trials, warm-ups and errors written, and why it stopped early if it
+        did.
+
+    Raises
+    ------
+    RegimesInputError
+        ``run_dir`` is not a run, or has no session ``session``.
+    """
+    writer = RunWriter(run_dir, None)
+    specs = session_specs(writer.meta)
+    if session not in specs:
+        raise SpecError(
+            f"{str(run_dir)!r} has no session {session}; its sessions are {sorted(specs)}"
+        )
+    return run_session(
+        specs[session], writer, session, emit=emit, should_stop=should_stop or _never_stop
     )
+
+
+def _never_stop() -> str | None:
+    return None

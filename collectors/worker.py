@@ -64,17 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return DEADLINE
         return None
 
-    from regimes.data.io import RunWriter
-
-    from ._session import DEADLINE, EXIT_CODES, run_session
-    from .spec import SweepSpec
+    from ._session import DEADLINE, EXIT_CODES
+    from .sweep import run_stored_session
 
     try:
-        writer = RunWriter(args.run_dir, None)
-        spec = SweepSpec.from_dict(writer.meta["spec"], check_available=False)
-        if not 0 <= args.session < spec.sessions:
-            raise RegimesInputError(f"session {args.session} is outside 0..{spec.sessions - 1}")
-        outcome = run_session(spec, writer, args.session, emit=emit, should_stop=should_stop)
+        outcome = run_stored_session(args.run_dir, args.session, emit=emit, should_stop=should_stop)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         emit({"event": "end", "status": "interrupted"})

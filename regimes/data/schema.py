@@ -62,11 +62,18 @@ TRIAL_SCHEMA: dict[str, pl.DataType] = {
     "instrumented": pl.Boolean(),
     "process_id": pl.String(),
     "host": pl.String(),
+    "injected_factor": pl.Float64(),
+    "attn_implementation": pl.String(),
+    "sdpa_backends": pl.String(),
 }
-"""Column types of the trial table (DESIGN.md). ``engine``, ``process_id`` and ``host``
-are additions: which generation engine produced the row, a unique id of the OS process
-it ran in (a resumed session runs in a new process, and that must stay visible), and
-the machine's host name (null in runs written before it was recorded)."""
+"""Column types of the trial table (DESIGN.md). ``engine``, ``process_id``, ``host`` and
+``injected_factor`` are additions: which generation engine produced the row, a unique id
+of the OS process it ran in (a resumed session runs in a new process, and that must stay
+visible), the machine's host name (null in runs written before it was recorded), and
+the slowdown injected into a synthetic run (1.0 outside its interval, null in runs
+without fault injection), the attention implementation the model ran (``eager``,
+``sdpa``, ...) and the scaled-dot-product-attention kernels enabled during the
+generation (comma-separated, e.g. ``flash,efficient,math``)."""
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("backend", "model", "use_cache", "budget", "latency_s")
 

@@ -260,8 +260,22 @@ def test_environment_metadata_with_fake_gpus(fake_cuda, fake_mps, monkeypatch):
 
     monkeypatch.setattr(environment, "_nvidia_driver_version", lambda: "570.86")
     monkeypatch.setattr(environment, "sysctl_value", lambda key: "Apple M3 Max")
-    meta = environment_metadata(["cuda", "mps"])
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91900)
+    cudnn_sdp = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        meta = environment_metadata(["cuda", "mps"])
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(cudnn_sdp)
     cuda = meta["backends"]["cuda"]
+    assert cuda["cudnn"] == 91900 and isinstance(cuda["cudnn_enabled"], bool)
+    assert cuda["sdpa_backends_enabled"] == {
+        "cudnn": False,
+        "flash": torch.backends.cuda.flash_sdp_enabled(),
+        "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+        "math": torch.backends.cuda.math_sdp_enabled(),
+    }
     assert cuda["device"] == "NVIDIA H200" and cuda["driver"] == "570.86"
     assert cuda["cuda_runtime"] == "12.8" and cuda["device_count"] == 2
     assert [d["capability"] for d in cuda["devices"]] == ["9.0", "9.0"]

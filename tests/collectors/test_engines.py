@@ -284,3 +284,80 @@ def test_accelerator_half_precision(accelerator, prompt, dtype):
             loaded, accelerator, prompt, budget=8, use_cache=True, engine=engine
         )
         assert timing.new_tokens == 8
+
+
+class FakeClock:
+    """Time that passes only while the model computes (``tick`` per forward pass) or
+    while the injected delay waits, so an injected slowdown has an exact answer."""
+
+    def __init__(self, tick: float = 0.01):
+        self.t = 100.0
+        self.tick = tick
+        self.waits: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def wait_until(self, deadline: float) -> None:
+        self.waits.append(deadline - self.t)
+        self.t = max(self.t, deadline)
+
+    def forward(self, module, args, kwargs) -> None:
+        self.t += self.tick
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("factor", [1.0, 3.0])
+def test_injected_slowdown_stretches_every_step_by_its_factor(
+    models, prompt, monkeypatch, engine, use_cache, factor
+):
+    from collectors import engines
+
+    clock = FakeClock()
+    monkeypatch.setattr(engines, "perf_counter", clock.now)
+    monkeypatch.setattr(engines, "_wait_until", clock.wait_until)
+    loaded = models["tiny-gpt2"]
+    handle = loaded.model.register_forward_pre_hook(clock.forward, with_kwargs=True)
+    try:
+        timing = run_generation(
+            loaded,
+            cpu,
+            prompt,
+            budget=6,
+            use_cache=use_cache,
+            engine=engine,
+            instrument=True,
+            slowdown=factor,
+        )
+    finally:
+        handle.remove()
+    assert timing.latency_s == pytest.approx(factor * 6 * clock.tick)
+    assert timing.step_s == pytest.approx([factor * clock.tick] * 6)
+    assert clock.waits == ([] if factor == 1.0 else pytest.approx([2 * clock.tick] * 6))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_injected_slowdown_syncs_once_per_step(models, prompt, engine):
+    backend = CountingCpu()
+    timing = run_generation(
+        models["tiny-gpt2"], backend, prompt, budget=5, use_cache=True, engine=engine, slowdown=2.0
+    )
+    assert backend.syncs == 2 + 5 and timing.new_tokens == 5 and timing.step_s is None
+
+
+def test_wait_until_reaches_its_deadline():
+    from time import perf_counter
+
+    from collectors.engines import _wait_until
+
+    for delay in (0.0, 5e-4, 4e-3):
+        deadline = perf_counter() + delay
+        _wait_until(deadline)
+        assert perf_counter() >= deadline
+
+
+@pytest.mark.parametrize("bad", [0.5, 0, True, "3", float("nan"), float("inf")])
+def test_a_slowdown_below_one_is_refused(models, prompt, bad):
+    with pytest.raises(ValueError, match="slowdown must be a number >= 1"):
+        run_generation(models["tiny-gpt2"], cpu, prompt, budget=2, use_cache=True, slowdown=bad)

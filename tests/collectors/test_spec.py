@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from collectors import spec as spec_module
-from collectors.spec import Case, SpecError, SweepSpec
+from collectors.spec import Case, Injection, SpecError, SweepSpec
 from regimes.data.schema import RegimesInputError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sweeps"
@@ -61,6 +61,38 @@ def test_to_dict_round_trips_and_differences():
     assert spec.differences(other) == ["sessions"]
 
 
+def test_inject_is_an_inclusive_interval_and_round_trips():
+    spec = SweepSpec.from_dict(with_(inject={"start": 3, "stop": 4, "factor": 2}))
+    assert spec.inject == Injection(3, 4, 2.0)
+    assert [spec.inject.factor_for(b) for b in (2, 3, 4, 5)] == [1.0, 2.0, 2.0, 1.0]
+    assert spec.to_dict()["inject"] == {"start": 3, "stop": 4, "factor": 2.0}
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    assert SweepSpec.from_dict(BASE).inject is None
+    assert SweepSpec.from_dict(BASE).differences(spec) == ["inject"]
+
+
+def test_attention_and_warmup_keys_normalise_and_round_trip():
+    spec = SweepSpec.from_dict(
+        with_(attn_implementation="sdpa", sdpa_backends=["math", "flash"], warmup_policy="none")
+    )
+    assert spec.attn_implementation == ("sdpa",) and spec.sdpa_backends == ("flash", "math")
+    assert spec.warmup == 0 and spec.warmups_per_session() == 0
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    default = SweepSpec.from_dict(BASE)
+    assert default.attn_implementation == (None,) and default.sdpa_backends is None
+    assert default.warmup_policy == "per-case" and SweepSpec.from_dict(default.to_dict()) == default
+    grid = SweepSpec.from_dict(
+        with_(attn_implementation=["eager", "sdpa"], warmup_policy="max-first")
+    )
+    assert {c.attn_implementation for c in grid.cases()} == {"eager", "sdpa"}
+    assert grid.warmups_per_session() == 2 * grid.warmup  # one model, two implementations
+    assert grid.total_trials(include_warmup=True) == (len(grid.cases()) * 2 + 2) * grid.sessions
+
+
+def test_every_key_has_a_declared_constraint():
+    assert set(spec_module._PARAMETER_CONSTRAINTS) == set(SweepSpec.keys())
+
+
 def test_spec_error_is_an_input_error():
     assert issubclass(SpecError, RegimesInputError)
 
@@ -100,6 +132,24 @@ def test_spec_error_is_an_input_error():
         (with_(prompt_tokens=[0]), "'prompt_tokens' must be >= 1"),
         (with_(instrument="yes"), "'instrument' must be true or false"),
         (with_(seed=1.5), "'seed' must be an integer"),
+        (with_(inject=3.0), "'inject' must be a table {start, stop, factor}"),
+        (with_(inject={"start": 2, "stop": 4}), "'inject' lacks ['factor']"),
+        (with_(inject={"start": 2, "stop": 4, "factr": 2}), "did you mean 'factor'?"),
+        (with_(inject={"start": 4, "stop": 2, "factor": 2}), "'inject.stop' must be >= 4"),
+        (with_(inject={"start": 0, "stop": 2, "factor": 2}), "'inject.start' must be >= 1"),
+        (with_(inject={"start": 2, "stop": 4, "factor": 0.5}), "'inject.factor' must be"),
+        (with_(inject={"start": 2, "stop": 4, "factor": "3"}), "'inject.factor' must be"),
+        (with_(inject={"start": 2, "stop": 4, "factor": float("inf")}), "must be finite"),
+        (with_(attn_implementation="sdp"), "unknown attn_implementation 'sdp' (did you mean"),
+        (with_(attn_implementation=["eager", "eager"]), "'attn_implementation' lists"),
+        (with_(attn_implementation=[]), "'attn_implementation' is empty"),
+        (with_(attn_implementation=3), "'attn_implementation' must be a list"),
+        (with_(sdpa_backends=["cdnn"]), "unknown sdpa_backends 'cdnn' (did you mean 'cudnn'?)"),
+        (with_(sdpa_backends="math"), "'sdpa_backends' must be a list"),
+        (with_(sdpa_backends=[]), "'sdpa_backends' is empty"),
+        (with_(warmup_policy="first"), "unknown warmup_policy 'first'"),
+        (with_(warmup_policy="none", warmup=2), 'warmup_policy = "none" runs no warm-up'),
+        (with_(warmup_policy="max-first", warmup=0), "'warmup' must be >= 1 with warmup_policy"),
     ],
 )
 def test_bad_specs_name_the_problem(data, needle):
@@ -169,3 +219,22 @@ def test_example_specs_say_what_they_promise():
     assert window.budgets == mps.budgets and window.models == mps.models
     tiny = SweepSpec.from_toml(EXAMPLES / "tiny-cpu.toml")  # must run here: backend checked
     assert tiny.backends == ("cpu",)
+
+
+def test_history_specs_differ_from_the_no_warmup_sweep_in_one_thing_each():
+    def history(name):
+        return SweepSpec.from_toml(
+            EXAMPLES / f"cuda-h200-history-{name}.toml", check_available=False
+        )
+
+    base = history("nowarmup")
+    assert base.models == ("gpt2",) and base.dtypes == ("float16",) and base.backends == ("cuda",)
+    assert base.attn_implementation == ("sdpa",) and base.use_cache == (True,)
+    assert base.budgets == tuple(range(64, 513, 64)) and base.instrument
+    assert (base.isolation, base.sessions, base.trials) == ("process", 2, 3)
+    assert (base.warmup_policy, base.warmup, base.sdpa_backends) == ("none", 0, None)
+    assert history("percase").differences(base) == ["warmup", "warmup_policy"]
+    assert history("percase").warmup == 2
+    assert history("nocudnn").differences(base) == ["sdpa_backends"]
+    assert history("nocudnn").sdpa_backends == ("flash", "efficient", "math")
+    assert history("float32").differences(base) == ["dtypes"]

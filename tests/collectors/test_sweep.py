@@ -24,8 +24,10 @@ from collectors.spec import Case, SpecError, SweepSpec
 from collectors.sweep import (
     RunState,
     ScheduledTrial,
+    collect_budgets,
     plan_session,
     run_session,
+    run_stored_session,
     run_sweep,
     schedule,
 )
@@ -59,7 +61,7 @@ def assert_complete_once(spec: SweepSpec, df: pl.DataFrame) -> None:
     rows = measured(df)
     assert rows.select(TRIAL_KEY).is_duplicated().sum() == 0
     expected = {
-        ScheduledTrial(case, session, trial, False).key
+        ScheduledTrial(case, session, trial, False).key[: len(TRIAL_KEY)]
         for case in spec.cases()
         for session in range(spec.sessions)
         for trial in range(spec.trials)
@@ -76,7 +78,7 @@ def test_schedule_is_interleaved_in_rounds_with_warmups_just_in_time():
     assert len(order) == spec.trials_per_session()
     groups = [t.case.load_key for t in order]
     # each model is loaded once per session: its generations are contiguous
-    changes = sum(1 for a, b in zip(groups, groups[1:], strict=False) if a != b)
+    changes = sum(1 for a, b in zip(groups[:-1], groups[1:], strict=True) if a != b)
     assert changes == len(spec.models) - 1
     per_group = len(spec.cases()) // len(spec.models)
     for start in range(0, len(order), per_group * (spec.warmup + spec.trials)):
@@ -492,3 +494,209 @@ def test_interrupted_compaction_leaves_readable_duplicates(tmp_path, tiny_run):
 def test_case_labels_are_readable():
     case = Case("tiny-gpt2", "cpu", "float32", False, 4, 6)
     assert case.label() == "tiny-gpt2/cpu/float32/no-cache/prompt=4/budget=6"
+
+
+# -- fault injection -------------------------------------------------------------------
+
+
+def test_an_injected_run_is_marked_synthetic_in_meta_and_every_trial(tmp_path, monkeypatch):
+    asked = []
+    real = engines.run_generation
+
+    def spy(loaded, backend, input_ids, *, budget, slowdown=1.0, **kwargs):
+        asked.append((budget, slowdown))
+        return real(loaded, backend, input_ids, budget=budget, slowdown=slowdown, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", spy)
+    spec = tiny(sessions=1, inject={"start": 3, "stop": 4, "factor": 2.5})
+    run_sweep(spec, tmp_path / "run", progress=False)
+    run = read_run(tmp_path / "run")
+    assert run.meta["synthetic"] is True
+    assert run.meta["inject"] == {"start": 3, "stop": 4, "factor": 2.5}
+    factors = dict(run.trials.select("budget", "injected_factor").unique().iter_rows())
+    assert factors == {2: 1.0, 4: 2.5, 6: 1.0}
+    assert {budget: slowdown for budget, slowdown in asked} == factors  # warm-ups too
+
+
+def test_a_run_without_injection_has_no_injected_factor(tiny_run):
+    _, path, _ = tiny_run
+    run = read_run(path)
+    assert run.trials["injected_factor"].is_null().all() and "synthetic" not in run.meta
+
+
+# -- collect_budgets: more budgets in fresh sessions of the same run ---------------------
+
+
+def test_collect_budgets_appends_fresh_sessions_of_the_same_spec(tmp_path):
+    spec = tiny(sessions=2, inject={"start": 5, "stop": 5, "factor": 2.0})
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False)
+    before = regimes.load(path)
+    result = collect_budgets(path, [3, 5], sessions=2, trials=1)
+    assert result.status == "complete" and result.sessions == (2, 3)
+    assert result.batch == "batch-0" and result.measured == 2 * 2 * 2 * 1
+    df = regimes.load(path)
+    new = df.filter(pl.col("session") >= 2)
+    assert df.filter(pl.col("session") < 2).sort("order").equals(before.sort("order"))
+    assert set(new["budget"]) == {3, 5} and set(new["use_cache"]) == {True, False}
+    assert (
+        measured(new).group_by("session", "budget", "use_cache").len()["len"].to_list() == [1] * 8
+    )
+    assert dict(new.select("budget", "injected_factor").unique().iter_rows()) == {3: 1.0, 5: 2.0}
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert df["order"].sort().to_list() == list(range(df.height))
+    assert new["process_id"].n_unique() == 1 and new["run_id"][0] == before["run_id"][0]
+    meta = read_run(path).meta
+    assert meta["batches"][0]["sessions"] == [2, 3]
+    assert meta["batches"][0]["overrides"] == {"budgets": [3, 5], "trials": 1}
+    assert result.measured_on_disk == result.measured_expected == spec.total_trials() + 8
+    # a finished batch is not resumed: the same call again takes new sessions
+    again = collect_budgets(path, [3, 5], sessions=2, trials=1)
+    assert again.sessions == (4, 5) and again.batch == "batch-1"
+
+
+def test_an_interrupted_batch_resumes_with_the_same_sessions(tmp_path):
+    spec = tiny(sessions=1, warmup=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False)
+    stopped = collect_budgets(path, [3], sessions=2, max_seconds=1e-9)
+    assert stopped.status == "incomplete" and stopped.measured == 0
+    writer = RunWriter(path, None)
+    asks = iter(range(100))
+    partial = run_stored_session(
+        path, 1, should_stop=lambda: "deadline" if next(asks) >= 3 else None
+    )
+    assert partial.measured == 1
+    resumed = collect_budgets(path, [3], sessions=2)
+    assert resumed.status == "complete" and resumed.sessions == stopped.sessions == (1, 2)
+    assert resumed.measured == 2 * 2 * spec.trials - 1
+    df = regimes.load(path)
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
+    assert len(RunState.read(writer).sessions) == 3
+    assert [b["batch"] for b in read_run(path).meta["batches"]] == ["batch-0"]
+
+
+def test_a_named_batch_resumes_and_must_keep_its_settings(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1), path, progress=False)
+    first = collect_budgets(path, [3], batch="probe-3")
+    assert collect_budgets(path, [3], batch="probe-3").sessions == first.sessions
+    with pytest.raises(SpecError, match="batch 'probe-3' was recorded with"):
+        collect_budgets(path, [5], batch="probe-3")
+
+
+def test_collect_budgets_checks_budgets_against_the_spec(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1), path, progress=False)
+    with pytest.raises(SpecError, match="'budgets' must be positive"):
+        collect_budgets(path, [0])
+    with pytest.raises(SpecError, match="exceeds tiny-gpt2's 2048 positions"):
+        collect_budgets(path, [4000])
+    with pytest.raises(SpecError, match="sessions must be a positive integer"):
+        collect_budgets(path, [3], sessions=0)
+    with pytest.raises(SpecError, match="not a run directory"):
+        collect_budgets(tmp_path / "nothing", [3])
+    assert "batches" not in read_run(path).meta
+
+
+def test_a_batch_in_fresh_processes_runs_the_batch_spec(tmp_path):
+    path = tmp_path / "run"
+    run_sweep(tiny(sessions=1, trials=1, use_cache=[True], budgets=[2]), path, progress=False)
+    result = collect_budgets(path, [3, 4], isolation="process", warmup=0)
+    assert result.status == "complete", result.summary()
+    new = regimes.load(path).filter(pl.col("session") == 1)
+    assert sorted(new["budget"]) == [3, 4] and not new["warmup"].any()
+    assert new["process_id"].n_unique() == 1 and process_id() not in set(new["process_id"])
+    with pytest.raises(SpecError, match="has no session 7"):
+        run_stored_session(path, 7)
+
+
+# -- attention implementation, SDPA kernels, warm-up policy -----------------------------
+
+
+def test_attention_settings_are_a_grid_and_recorded_per_trial(tmp_path, monkeypatch):
+    from collectors._attention import enabled_sdpa_backends
+
+    seen = set()
+    real = engines.run_generation
+
+    def spy(loaded, *args, **kwargs):
+        seen.add((loaded.attn_implementation, enabled_sdpa_backends()))
+        return real(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", spy)
+    before = enabled_sdpa_backends()
+    spec = tiny(sessions=1, attn_implementation=["eager", "sdpa"], sdpa_backends=["math"])
+    assert len(spec.cases()) == 2 * len(tiny().cases())
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    assert result.status == "complete" and result.measured == spec.total_trials()
+    df = regimes.load(tmp_path / "run")
+    assert seen == {("eager", ("math",)), ("sdpa", ("math",))}
+    assert enabled_sdpa_backends() == before  # restored after each generation
+    assert set(df["sdpa_backends"]) == {"math"}
+    per_attn = measured(df).group_by("attn_implementation").len().sort("attn_implementation")
+    assert per_attn.rows() == [("eager", 12), ("sdpa", 12)]
+    keyed = measured(df).select([*TRIAL_KEY, "attn_implementation"])
+    assert keyed.is_duplicated().sum() == 0
+
+
+def test_default_attention_records_what_ran_and_resumes(tmp_path):
+    from collectors._attention import enabled_sdpa_backends
+
+    spec = tiny(sessions=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    asks = iter(range(100))
+    run_session(spec, RunWriter(path, None), 0, should_stop=lambda: "x" if next(asks) > 4 else None)
+    run_sweep(spec, path, progress=False)
+    df = regimes.load(path)
+    assert_complete_once(spec, df)
+    assert set(df["attn_implementation"]) == {"sdpa"}  # transformers' default here
+    assert set(df["sdpa_backends"]) == {",".join(enabled_sdpa_backends())}
+
+
+def first_measured_order(df: pl.DataFrame) -> dict[int, int]:
+    return dict(measured(df).group_by("session").agg(pl.col("order").min()).iter_rows())
+
+
+@pytest.mark.parametrize("policy", ["per-case", "none", "max-first"])
+def test_warmup_policies_put_their_warmups_in_the_trial_table(tmp_path, policy):
+    spec = tiny(warmup_policy=policy, warmup=0 if policy == "none" else 2, budgets=[2, 6, 4])
+    result = run_sweep(spec, tmp_path / "run", progress=False)
+    assert result.status == "complete"
+    df = regimes.load(tmp_path / "run")
+    assert_complete_once(spec, df)
+    warm = df.filter(pl.col("warmup"))
+    assert warm.height == spec.warmups_per_session() * spec.sessions == result.warmups
+    assert df.select("session", "process_id", "order").null_count().sum_horizontal().item() == 0
+    if policy == "none":
+        assert warm.height == 0
+    elif policy == "max-first":
+        # two warm-ups per session at the largest budget, before anything is measured
+        assert warm.height == 2 * spec.sessions and set(warm["budget"]) == {6}
+        last_warm = dict(warm.group_by("session").agg(pl.col("order").max()).iter_rows())
+        first = first_measured_order(df)
+        assert all(last_warm[s] < first[s] for s in first)
+        assert warm.group_by("session").agg(pl.col("trial").sort())["trial"].to_list() == [
+            [0, 1],
+            [0, 1],
+        ]
+    else:
+        assert_warmups_are_lazy(df, 2)
+
+
+def test_max_first_rewarms_a_resumed_session_at_its_largest_budget(tmp_path):
+    spec = tiny(sessions=1, warmup_policy="max-first", warmup=1)
+    path = tmp_path / "run"
+    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    asks = iter(range(100))
+    first = run_session(
+        spec, RunWriter(path, None), 0, should_stop=lambda: "x" if next(asks) > 3 else None
+    )
+    assert (first.warmups, first.measured) == (1, 2)
+    run_sweep(spec, path, progress=False)
+    df = regimes.load(path)
+    assert_complete_once(spec, df)
+    warm = df.filter(pl.col("warmup")).sort("order")
+    assert warm["budget"].to_list() == [6, 6] and warm["trial"].to_list() == [0, 1]
+    assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
