@@ -8,18 +8,20 @@ STAMP  := $(VENV)/.installed
 LOCK   := constraints/lock.txt
 # torch is pinned to the CPU build that the lock names; the lock pins everything else.
 TORCH  := torch==2.13.0
-EXTRAS := collect,test,docs,lint,fleet
+EXTRAS := collect,fleet,test,docs,lint
 
 FLOORS_VENV := build/floors-venv
 LOCK_VENV   := build/lock-venv
 
-.PHONY: demo test lint docs test-floors lock check-lock
+.PHONY: install demo test lint docs test-floors lock check-lock
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(LOCK) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+
+install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py

@@ -477,9 +477,7 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
 
     Examples
     --------
-    >>> from pathlib import Path
-    >>> import regimes
-    >>> run = read_run(Path(regimes.__file__).parents[1] / "examples/data/cpu-distilgpt2")
+    >>> run = read_run("examples/data/cpu-distilgpt2")  # from the repository root
     >>> run.trials.height > 0, sorted(run.meta)[:2]
     (True, ['command', 'environment'])
     """
@@ -576,8 +574,7 @@ def load(
     Examples
     --------
     >>> from pathlib import Path
-    >>> import regimes
-    >>> data = Path(regimes.__file__).parents[1] / "examples" / "data"
+    >>> data = Path("examples") / "data"  # the committed runs, from the repository root
     >>> load(data / "cuda-h200-gpt2").select("backend", "model").unique().rows()
     [('cuda', 'gpt2')]
     >>> runs = load(str(data / "cuda-h200-*"))
