@@ -1,0 +1,141 @@
+"""detect_regimes on the shapes that distort a naive reference level (synthetic curves).
+
+Dips and down-steps are not slowdowns; an anomaly next to another is judged against the
+normal cells, not against its neighbour; a single budget at an end of the grid is an
+``edge`` whose recovery is unknown; what is reported was tested against ``min_ratio``
+(TREAT). Every curve here is synthetic: log-normal trials around a smooth trend.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import polars as pl
+import pytest
+
+from regimes import RegimesWarning, detect_regimes
+
+
+def synthetic_curve(
+    seed: int,
+    factors: dict[tuple[int, int], float],
+    *,
+    n_budgets: int = 24,
+    trials: int = 5,
+    cv: float = 0.05,
+) -> pl.DataFrame:
+    """One synthetic curve: ``factors`` maps cell ranges ``(first, last)`` to a factor."""
+    rng = np.random.default_rng(seed)
+    budgets = 16 * np.arange(1, n_budgets + 1)
+    log_mu = np.log(0.05 + 0.004 * budgets)
+    for (first, last), factor in factors.items():
+        log_mu[first : last + 1] += np.log(factor)
+    cell = np.repeat(np.arange(n_budgets), trials)
+    latency = np.exp(log_mu[cell] + rng.normal(0.0, cv, cell.size))
+    return pl.DataFrame(
+        {
+            "run_id": "synthetic",
+            "backend": "cpu",
+            "model": f"synthetic-{seed}",
+            "use_cache": True,
+            "session": 0,
+            "budget": budgets[cell],
+            "trial": np.tile(np.arange(trials), n_budgets),
+            "latency_s": latency,
+        }
+    )
+
+
+def analyse(frame: pl.DataFrame, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RegimesWarning)
+        return detect_regimes(frame, **options)
+
+
+@pytest.mark.parametrize("shape", ["dip", "down-step"])
+def test_dips_and_down_steps_are_not_slowdowns(shape: str) -> None:
+    found = 0
+    for seed in range(30):
+        rng = np.random.default_rng(1000 + seed)
+        first = int(rng.integers(6, 16))
+        last = first + int(rng.integers(0, 4)) if shape == "dip" else 23
+        factor = float(rng.uniform(0.5, 0.8))
+        found += analyse(synthetic_curve(seed, {(first, last): factor})).anomalies.height > 0
+    assert found <= 2  # alpha is 0.05: at most 2 of 30 with slack
+
+
+def test_a_dip_analysed_both_ways_is_reported_alone() -> None:
+    alone = 0
+    for seed in range(20):
+        frame = synthetic_curve(seed, {(10, 12): 0.5})
+        anomalies = analyse(frame, direction="both").anomalies
+        alone += anomalies.height == 1 and anomalies.row(0, named=True)["start"] == 176
+        assert (anomalies["ratio"] > 1).sum() == 0
+    assert alone >= 18
+
+
+def test_a_spike_then_a_step_are_two_anomalies_with_their_own_ratios() -> None:
+    both, spike_covered, step_covered = 0, 0, 0
+    for seed in range(20):
+        frame = synthetic_curve(seed, {(8, 9): 3.0, (12, 23): 1.6})
+        anomalies = analyse(frame).anomalies.sort("start")
+        if anomalies.height != 2:
+            continue
+        both += 1
+        spike, step = anomalies.rows(named=True)
+        spike_covered += spike["ratio_low"] <= 3.0 <= spike["ratio_high"]
+        step_covered += step["ratio_low"] <= 1.6 <= step["ratio_high"]
+        assert (spike["kind"], step["kind"], step["recovered"]) == ("spike", "step", False)
+    assert both >= 17 and spike_covered >= both - 3 and step_covered >= both - 3
+
+
+def test_a_spike_on_a_step_is_nested_and_measured_against_the_step() -> None:
+    found = 0
+    for seed in range(20):
+        frame = synthetic_curve(seed, {(10, 23): 1.6, (15, 16): 3.0})
+        anomalies = analyse(frame).anomalies.sort("start")
+        starts = anomalies["start"].to_list()
+        if 176 in starts and 256 in starts:
+            found += 1
+            spike = anomalies.filter(pl.col("start") == 256).row(0, named=True)
+            assert spike["ratio_low"] < 3.0 * 1.25 and spike["ratio_high"] > 3.0 / 1.25
+    assert found >= 16
+
+
+@pytest.mark.parametrize("cell", [0, 23])
+def test_one_budget_at_an_end_is_an_edge_of_unknown_recovery(cell: int) -> None:
+    edges = 0
+    for seed in range(20):
+        anomalies = analyse(synthetic_curve(seed, {(cell, cell): 3.0})).anomalies
+        if anomalies.height == 1:
+            row = anomalies.row(0, named=True)
+            assert row["start"] == row["end"] == 16 * (cell + 1)
+            assert row["kind"] == "edge" and row["recovered"] is None
+            edges += 1
+    assert edges >= 15
+
+
+def test_what_is_reported_was_tested_against_min_ratio() -> None:
+    """A 1.15x plateau is a clear shift, yet below min_ratio=1.25: not reported. With
+    min_ratio=1.05 the same data report it."""
+    frame = synthetic_curve(3, {(8, 15): 1.15}, trials=10, cv=0.02)
+    assert analyse(frame).anomalies.height == 0
+    low = analyse(frame, min_ratio=1.05).anomalies
+    assert (low["ratio_low"] > 1.05).all()
+    assert low.filter((pl.col("start") == 144) & (pl.col("end") == 256)).height == 1
+
+
+def test_per_curve_control_does_not_depend_on_the_other_curves() -> None:
+    target = synthetic_curve(0, {(8, 9): 1.5}, cv=0.08)
+    others = pl.concat(
+        [synthetic_curve(seed, {(6, 12): 1.12}, trials=10, cv=0.02) for seed in range(1, 21)]
+    )
+    alone = analyse(target, fdr="curve").anomalies
+    beside = analyse(pl.concat([target, others]), fdr="curve").anomalies
+    beside = beside.filter(pl.col("model") == target["model"][0])
+    assert alone.select("start", "end").equals(beside.select("start", "end"))
+    # the same to float noise: BH ran within the curve
+    assert np.allclose(alone["q_value"], beside["q_value"], rtol=1e-3, atol=0.0)
+    with pytest.raises(Exception, match="fdr"):
+        analyse(target, fdr="nonsense")
