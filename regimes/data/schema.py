@@ -66,7 +66,7 @@ TRIAL_SCHEMA: dict[str, pl.DataType] = {
     "attn_implementation": pl.String(),
     "sdpa_backends": pl.String(),
 }
-"""Column types of the trial table (DESIGN.md). ``engine``, ``process_id``, ``host`` and
+"""Column types of the trial table (docs/data.md). ``engine``, ``process_id``, ``host`` and
 ``injected_factor`` are additions: which generation engine produced the row, a unique id
 of the OS process it ran in (a resumed session runs in a new process, and that must stay
 visible), the machine's host name (null in runs written before it was recorded), and
