@@ -41,6 +41,14 @@ def register(subparsers: Any) -> None:
     )
     report.add_argument("--title", default=None, help="the report's title")
     report.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="BASE_RUN",
+        help="also compare the run against this base run (regimes compare BASE_RUN RUN): "
+        "what appeared, vanished or changed opens the report, with both runs drawn",
+    )
+    report.add_argument(
         "--max-panels",
         type=int,
         default=12,
@@ -61,6 +69,7 @@ def run_report(args: argparse.Namespace) -> int:
     if args.max_panels < 1:
         raise RegimesInputError(f"--max-panels must be at least 1, got {args.max_panels}")
     run = read_run(args.run)
+    baseline = read_run(args.baseline) if args.baseline is not None else None
     report = build_report(
         run,
         x=args.x,
@@ -68,6 +77,7 @@ def run_report(args: argparse.Namespace) -> int:
         by=args.by,
         max_panels=args.max_panels,
         title=args.title,
+        baseline=baseline,
         **detect_options(args),
     )
     path = report.write(args.output)
