@@ -24,6 +24,8 @@ from regimes.explain.history import NO_FIRST_VISITS, history_anomalies, history_
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 RUNS = ("nowarmup", "percase", "nocudnn", "float32")
+
+
 def read(name: str) -> regimes.Run:
     path = DATA / f"cuda-h200-history-{name}"
     if not path.exists():
