@@ -51,6 +51,8 @@ CONDITIONS = dict(
 
 @dataclass(frozen=True)
 class Scenario:
+    """One simulated condition and whether its curves hold no anomaly."""
+
     name: str
     anomaly: str
     options: dict
@@ -97,7 +99,7 @@ def make_curves(
     quarter = n_curves // 4
     sizes = [quarter, quarter, quarter, n_curves - 3 * quarter]
     combos = [(t, d) for t in ("linear", "quadratic") for d in ("shared", "per_cell")]
-    for k, ((trend, design), size) in enumerate(zip(combos, sizes)):
+    for k, ((trend, design), size) in enumerate(zip(combos, sizes, strict=True)):
         sweep = simulate_sweep(
             size,
             anomaly=scenario.anomaly,
@@ -178,7 +180,8 @@ def score(
     )
     lines = [
         f"  recall (an anomaly overlaps the truth): {rate(found.len(), n)}",
-        f"  both boundaries within one grid step: {rate(exact.get_column('model').n_unique(), found.len())} of those found",
+        "  both boundaries within one grid step: "
+        f"{rate(exact.get_column('model').n_unique(), found.len())} of those found",
         f"  precision of reported intervals: {rate(overlap.height, anomalies.height)}",
         f"  ratio CI covers the true ratio: {rate(covered.height, overlap.height)}",
         "  estimated / true ratio: median {:.3f}, 10-90 % {:.3f}-{:.3f}".format(
@@ -197,9 +200,12 @@ def score(
         as_step = overlap.filter(pl.col("kind") == "step")
         as_spike = overlap.filter(pl.col("recovered"))
         lines += [
-            f"  significant change point at the step: {rate(at_step.get_column('model').n_unique(), n)}",
-            f"  reported as a step (no recovery): {rate(as_step.get_column('model').n_unique(), n)}",
-            f"  reported as a recovered spike over the step: {rate(as_spike.get_column('model').n_unique(), n)}",
+            "  significant change point at the step: "
+            f"{rate(at_step.get_column('model').n_unique(), n)}",
+            "  reported as a step (no recovery): "
+            f"{rate(as_step.get_column('model').n_unique(), n)}",
+            "  reported as a recovered spike over the step: "
+            f"{rate(as_spike.get_column('model').n_unique(), n)}",
         ]
     return lines
 
@@ -221,7 +227,8 @@ def published(n_seeds: int) -> list[str]:
     return [
         f"  exactly one anomaly, 512 to 624: {rate(exact_one, n_seeds)}",
         f"  ratio CI covers 10x: {rate(covers_ten, exact_one)}",
-        f"  ratio CI covers the published geometric ratio {truth:.2f}x: {rate(covers_truth, exact_one)}",
+        f"  ratio CI covers the published geometric ratio {truth:.2f}x: "
+        f"{rate(covers_truth, exact_one)}",
         f"  median ratio estimate: {np.median(ratios):.2f}x",
     ]
 

@@ -1,4 +1,4 @@
-"""How much does the collector add to what it measures, and does injection hit its factor.
+"""Measure what the collector adds to what it measures, and what injection achieves.
 
 Four paired comparisons on the same model and prompt, each run interleaved (the two
 arms alternate, and the arm that goes first alternates from pair to pair, so drift and

@@ -102,7 +102,8 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.1f} (other work on the machine slows every figure alike)"
+        f"load average {os.getloadavg()[0]:.1f} "
+        "(other work on the machine slows every figure alike)"
     )
 
     frame = sweep(1000, 50, 20)
@@ -135,9 +136,10 @@ def main() -> None:
     print(f"   {'budgets':>8} {'curves':>7} {'seconds':>8} {'us/row':>7}")
     for n_budgets, n_curves in ((50, 1000), (500, 100), (5000, 10)):
         data = sweep(n_curves, n_budgets, 20, seed=n_budgets)
-        secs, _ = timed(lambda: detect(data), args.repeats)
+        secs, _ = timed(lambda data=data: detect(data), args.repeats)
         print(
-            f"   {n_budgets:>8} {data['model'].n_unique():>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}"
+            f"   {n_budgets:>8} {data['model'].n_unique():>7} {secs:>8.2f} "
+            f"{secs / data.height * 1e6:>7.2f}"
         )
 
     multi = sweep(200, 50, 7, sessions=3, seed=5)

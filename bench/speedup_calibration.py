@@ -13,8 +13,8 @@ Every curve pair (one model measured with the cache on and off) is analysed by i
 * **Power**: a cache-on spike or plateau of 2-4x (the speedup collapses by as much) on
   12 or 24 budgets. Figures: recall (a reported collapse overlaps the truth) and the
   share with a collapse whose boundaries are within one grid step.
-* **The published example**: the gpt2-medium MPS cache table of DESIGN.md (budgets
-  128..768) with 5 synthetic trials per cell at 10 % CV, one process per cell. Figures:
+* **The published example**: the published gpt2-medium MPS cache table (docs/data.md;
+  budgets 128..768) with 5 synthetic trials per cell at 10 % CV, one process per cell. Figures:
   the share of seeds whose one reported collapse is exactly 512 (recall), the share
   reporting anything else, and the share where the speedup's CI at 512 excludes every
   other budget's.
@@ -43,6 +43,8 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Scenario:
+    """One simulated design of cache-on and cache-off sweeps."""
+
     name: str
     grid: dict
     noise: dict
@@ -139,8 +141,10 @@ POWER = [
 
 
 def smooth_pair(scenario: Scenario, seed: int) -> pl.DataFrame:
-    """Synthetic cache-on and cache-off trials of one model with a smooth speedup (or,
-    with an ``anomaly`` in the scenario's noise, a cache-on anomaly: a collapse).
+    """Simulate cache-on and cache-off trials of one model.
+
+    The speedup is smooth (or, with an ``anomaly`` in the scenario's noise, a cache-on
+    anomaly: a collapse).
     """
     return _pair(scenario, seed)[0]
 
@@ -181,7 +185,9 @@ def _null_curve(job: tuple[int, int]) -> int:
 
 
 def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
-    """Whether a reported collapse overlaps the true cache-on anomaly, and whether one
+    """Score one draw with a true cache-on anomaly.
+
+    Whether a reported collapse overlaps the true cache-on anomaly, and whether one
     matches its boundaries to one grid step.
     """
     scenario, seed = POWER[job[0]], job[1]

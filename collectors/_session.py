@@ -40,7 +40,7 @@ from ._state import RunState, case_dict, error_row
 from .backends import Backend, get_backend, rss_bytes
 from .spec import Case, SweepSpec
 
-__all__ = ["DEADLINE", "EXIT_CODES", "SessionOutcome", "process_id", "run_session"]
+__all__ = ["DEADLINE", "EXIT_CODES", "SessionOutcome", "host_name", "process_id", "run_session"]
 
 EXIT_CODES: dict[str, int] = {"complete": 0, "failed": 1, "incomplete": 3, "interrupted": 130}
 """Process exit status for each final sweep status (130 = 128 + SIGINT, the shell convention)."""
@@ -52,6 +52,15 @@ case's warm-ups to reach its first measured trial."""
 _PROCESS_ID: tuple[int, str] | None = None
 
 
+def host_name() -> str:
+    """Return the host name trials record: ``$REGIMES_HOST`` if set, else the machine's.
+
+    The override names a machine of a fleet whose own name is not telling (a cloud
+    box), and lets one machine pose as two in tests.
+    """
+    return os.environ.get("REGIMES_HOST") or socket.gethostname()
+
+
 def process_id() -> str:
     """Return a string unique to this OS process (host, pid and a random suffix).
 
@@ -59,7 +68,7 @@ def process_id() -> str:
     """
     global _PROCESS_ID
     if _PROCESS_ID is None or _PROCESS_ID[0] != os.getpid():
-        _PROCESS_ID = (os.getpid(), f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+        _PROCESS_ID = (os.getpid(), f"{host_name()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
     return _PROCESS_ID[1]
 
 
@@ -264,7 +273,7 @@ class _SessionRun:
             "rss_bytes": rss_bytes(),
             "instrumented": self.spec.instrument,
             "process_id": process_id(),
-            "host": socket.gethostname(),
+            "host": host_name(),
             "injected_factor": self.injected_factor(item.case),
         }
 

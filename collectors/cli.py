@@ -3,6 +3,10 @@
 Usage::
 
     regimes collect SPEC.toml -o RUN_DIR [--max-seconds S] [--no-compact] [--quiet]
+                    [--cluster tcp://HOST:PORT]
+
+With ``--cluster`` the sweep runs on the workers of a Dask scheduler
+(:mod:`collectors.fleet`) and RUN_DIR is written here as their trials come back.
 
 Rerunning the same command resumes an interrupted or sliced sweep. Exit status: 0
 complete, 2 a spec or directory problem (one line on stderr, before any work), 3
@@ -57,6 +61,14 @@ def register(subparsers: Any) -> None:
         help="keep one parquet part per trial instead of merging them at the end",
     )
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    collect.add_argument(
+        "--cluster",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="run on the workers of this Dask scheduler (a fleet of machines, each "
+        "started with `dask worker tcp://HOST:PORT`); the spec is checked against the "
+        "backends the fleet offers, not this machine's",
+    )
     collect.set_defaults(handler=run_collect)
 
 
@@ -69,11 +81,13 @@ def run_collect(args: argparse.Namespace) -> int:
     from .spec import SweepSpec
     from .sweep import EXIT_CODES, run_sweep
 
-    spec = SweepSpec.from_toml(args.spec)
+    spec = SweepSpec.from_toml(args.spec, check_available=args.cluster is None)
     run_dir = args.output if args.output is not None else Path("runs") / args.spec.stem
     resume = ["regimes", "collect", str(args.spec), "-o", str(run_dir)]
     if args.max_seconds is not None:
         resume += ["--max-seconds", f"{args.max_seconds:g}"]
+    if args.cluster is not None:
+        resume += ["--cluster", args.cluster]
     print(
         f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "
         f"session(s) (+{spec.warmups_per_session()} warm-up(s) per session, "
@@ -81,14 +95,18 @@ def run_collect(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        result = run_sweep(
-            spec,
-            run_dir,
-            max_seconds=args.max_seconds,
-            progress=not args.quiet,
-            compact=not args.no_compact,
-            command=list(sys.argv),
-        )
+        options: dict[str, Any] = {
+            "max_seconds": args.max_seconds,
+            "progress": not args.quiet,
+            "compact": not args.no_compact,
+            "command": list(sys.argv),
+        }
+        if args.cluster is not None:
+            from .fleet import run_fleet_sweep
+
+            result = run_fleet_sweep(spec, run_dir, args.cluster, **options)
+        else:
+            result = run_sweep(spec, run_dir, **options)
     except KeyboardInterrupt:  # outside the sweep loop, e.g. while reading the environment
         print(f"collect: interrupted; rerun to resume: {shlex.join(resume)}", file=sys.stderr)
         return EXIT_CODES["interrupted"]

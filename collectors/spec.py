@@ -71,6 +71,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "ATTN_IMPLEMENTATIONS",
     "Case",
+    "FLEET_SESSIONS",
     "ISOLATIONS",
     "Injection",
     "SDPA_BACKENDS",
@@ -80,6 +81,10 @@ __all__ = [
 ]
 
 ISOLATIONS: tuple[str, ...] = ("none", "process")
+
+FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
+"""How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
+can run them: each session once on one host, or every session on every host."""
 
 WARMUP_POLICIES: tuple[str, ...] = ("per-case", "none", "max-first")
 """How a session warms up: each case before its first measured trial in a process,
@@ -439,6 +444,7 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "inject": _inject,
     "attn_implementation": _attn_implementation,
     "sdpa_backends": _sdpa_backends,
+    "fleet_sessions": _one_of(FLEET_SESSIONS),
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
@@ -508,6 +514,9 @@ class SweepSpec:
         ``"per-case"`` (each case's ``warmup`` warm-ups just before its first measured
         trial in a process), ``"none"`` or ``"max-first"`` (``warmup`` warm-ups at the
         largest budget of each loaded model before anything is measured with it).
+    fleet_sessions : str
+        On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
+        has its backend, ``"every-host"`` runs every session on every such host.
 
     See Also
     --------
@@ -539,6 +548,7 @@ class SweepSpec:
     attn_implementation: tuple[str | None, ...] = (None,)
     sdpa_backends: tuple[str, ...] | None = None
     warmup_policy: str = "per-case"
+    fleet_sessions: str = "shared"
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

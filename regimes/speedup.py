@@ -1,30 +1,30 @@
-"""``cache_speedup``: the KV cache's speedup per budget, and where it collapses.
+r"""``cache_speedup``: the KV cache's speedup per budget, and where it collapses.
 
 For a group (the case columns without ``use_cache``) and an ``x`` measured both ways,
 
-.. math::  S(x) = \\frac{\\operatorname{median}(y \\mid \\text{cache off}, x)}
-                        {\\operatorname{median}(y \\mid \\text{cache on}, x)}.
+.. math::  S(x) = \frac{\operatorname{median}(y \mid \text{cache off}, x)}
+                        {\operatorname{median}(y \mid \text{cache on}, x)}.
 
 **Interval of S.** The two cells are independent measurements, so each is resampled on
 its own (sessions first, then trials inside each drawn session:
-:mod:`regimes.resample`, the scheme of :mod:`regimes.bootstrap`); the ratio of the two
+:mod:`regimes._stats.resample`, the scheme of :mod:`regimes._stats.bootstrap`); the ratio of the two
 bootstrap medians is formed per replicate and the percentile interval read off.
 
 **Collapses.** On the log scale the speedup's level is the difference of the two
-cells' levels, :math:`L = \\ell_{\\text{off}} - \\ell_{\\text{on}}`, with variance
-:math:`v_{\\text{off}} + v_{\\text{on}}` and Welch-Satterthwaite degrees of freedom
-(levels and variances from :func:`regimes.intervals.cell_levels`, with session effects
+cells' levels, :math:`L = \ell_{\text{off}} - \ell_{\text{on}}`, with variance
+:math:`v_{\text{off}} + v_{\text{on}}` and Welch-Satterthwaite degrees of freedom
+(levels and variances from :func:`regimes._stats.levels.cell_levels`, with session effects
 removed and disagreeing sessions inflating a cell's variance). The speedup curve then
 goes through the interval tests of :func:`regimes.detect_regimes` with
 ``direction="down"``: each interval against its flank trend with a scan-adjusted
 one-sided p-value, ``min_ratio`` (a collapse keeps at most ``1 / min_ratio`` of the
 trend), a greedy choice of non-overlapping intervals and Benjamini-Hochberg across the
 call. Every interval with enough flank support is a candidate
-(:func:`regimes.flank_test.flank_support`: two cells a side for an interior interval,
+(:func:`regimes._stats.fixed_intervals.flank_support`: two cells a side for an interior interval,
 three for one that touches an end of the grid and is no longer than its flank), its
 trend carries its own uncertainty into the ratio's interval, and the between-cell
 variance comes from the cells around the interval's own trend, with its uncertainty
-carried even where it is estimated as 0 (:func:`regimes.flank_test.interval_tau`), so
+carried even where it is estimated as 0 (:func:`regimes._stats.between_cell.interval_tau`), so
 that short grids stay calibrated (see :func:`_find_collapses`). A trend is never drawn
 from a single cell, nor extrapolated beyond the cells that support it.
 
@@ -36,70 +36,99 @@ table over 128..768 fits a line in ``x`` far better (residual variance 0.003 aro
 0.025 around a line in ``log x``). Neither shape is known in advance, so each interior
 interval is tested in the coordinate, ``log x`` or ``x``, whose trend fits the cells
 around it best (the smaller between-cell variance;
-:func:`regimes.flank_test.scan_intervals`). With ``log x`` only, the published 512
-collapse is found in 29 of 40 simulated draws; with the choice, in 38, at unchanged
-null rates (``bench/speedup_calibration.py``).
+:func:`regimes._stats.fixed_intervals.scan_intervals`); ``bench/speedup_calibration.py`` measures
+what
+the choice gains on the published table and what it costs on smooth curves).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import polars as pl
 
-from regimes._stats.changepoints import level_trend
-from regimes._stats.flank_test import (
-    Curve,
-    curve_from_levels,
-    scan_intervals,
-    supported_intervals,
-    whole_curve_taus,
-)
-from regimes._stats.intervals import ContrastResults, cell_levels, select_non_overlapping
+from regimes._result import AnalysisResult, untested_frame
+from regimes._stats.anomaly_table import Interval, anomaly_frame
+from regimes._stats.between_cell import curve_taus
+from regimes._stats.candidates import choose_intervals
+from regimes._stats.contrasts import ContrastResults
+from regimes._stats.curves import Curve, curve_from_levels, index_curves
+from regimes._stats.fixed_intervals import scan_intervals, supported_intervals
+from regimes._stats.levels import cell_levels
+from regimes._stats.multitest import benjamini_hochberg
 from regimes._stats.resample import cell_replicates
-from regimes.data.schema import (
-    RegimesInputError,
-    RegimesWarning,
-    check_fraction,
-    check_min_ratio,
-    check_n_boot,
-)
-from regimes.detect import MIN_CELLS, benjamini_hochberg, prepare_trials
+from regimes._stats.trends import level_trend
+from regimes.data._prepare import prepare_trials
+from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
+from regimes.errors import RegimesInputError, RegimesWarning
 from regimes.explain._anomalies import group_label, summary_text
 
 __all__ = ["SpeedupResult", "cache_speedup"]
 
+MIN_CELLS = 3
+"""Fewest ``x`` measured both ways that a group needs for a trend."""
 
-@dataclass
-class SpeedupResult:
+_SPEEDUP_COLUMNS = (
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "trend",
+    "ratio",
+    "off_median",
+    "on_median",
+    "off_n",
+    "on_n",
+)
+
+
+@dataclass(frozen=True, repr=False)
+class SpeedupResult(AnalysisResult):
     """Result of :func:`cache_speedup`.
 
     Attributes
     ----------
-    speedup : per group and ``x`` measured both ways: ``speedup`` (cache-off median over
+    speedup : polars.DataFrame
+        Per group and ``x`` measured both ways: ``speedup`` (cache-off median over
         cache-on median) with its bootstrap ``ci_low``, ``ci_high``; ``trend`` (the
         smooth speedup trend: the flank trend inside collapses) and ``ratio``
         (``speedup / trend``); ``off_median``, ``on_median``, ``off_n``, ``on_n``.
-    collapses : significant dips of the speedup below its trend: group columns,
-        ``start``, ``end`` (inclusive ``x``), ``peak_x``, ``ratio`` (speedup level over
-        trend, < 1) with ``ratio_low``, ``ratio_high``, one-sided ``p_value``
+    collapses : polars.DataFrame
+        Significant dips of the speedup below its trend: group columns, ``start``,
+        ``end`` (inclusive ``x``), ``peak_x``, ``ratio`` (speedup level over trend,
+        < 1) with ``ratio_low``, ``ratio_high``, one-sided ``p_value``
         (scan-adjusted), ``q_value`` (BH over the call), ``recovered``, ``kind``,
         ``n_points``.
+    untested : polars.DataFrame
+        The groups whose speedup could not be tested for collapses, with the ``reason``.
+    trials : polars.DataFrame
+        The analysed trial rows: group columns, ``use_cache``, ``x``, ``y`` and
+        ``session`` (the process key the analysis used).
+    x, y : str
+        The position and measured columns.
+    group_columns : list of str
+        The columns that form a group (``use_cache`` is not one: it is compared).
+    params : dict
+        The call's arguments.
     """
+
+    _tables: ClassVar[tuple[str, ...]] = ("collapses", "speedup")
+    _title: ClassVar[str] = "KV-cache speedup"
 
     speedup: pl.DataFrame
     collapses: pl.DataFrame
+    untested: pl.DataFrame
+    trials: pl.DataFrame
     x: str
     y: str
     group_columns: list[str]
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any]
 
     def summary(self) -> str:
-        """Speedup range per group, then one line per collapse."""
+        """Return the speedup range per group, then one line per collapse."""
         head = (
             f"KV-cache speedup of {self.y} over {self.x} (cache off / cache on), "
             f"{self.speedup.height} {self.x} value(s) in {self._n_groups()} group(s); "
@@ -123,11 +152,22 @@ class SpeedupResult:
             summary_text(
                 "Collapses (speedup below its trend):",
                 self.collapses,
-                "none at q < alpha with ratio <= 1/min_ratio",
+                self._no_collapse_text(),
                 self._line,
             )
         )
+        if self.untested.height < self._n_groups():
+            for row in self.untested.iter_rows(named=True):
+                label = group_label(row, self.group_columns)
+                lines.append(f"  not testable here: {label}: {row['reason']}")
         return "\n".join(lines)
+
+    def _no_collapse_text(self) -> str:
+        """Why the collapse table is empty: nothing found, or nothing testable."""
+        if self.untested.height and self.untested.height == self._n_groups():
+            reasons = "; ".join(sorted(set(self.untested.get_column("reason").to_list())))
+            return f"not testable here: {reasons}"
+        return "none at q < alpha with ratio <= 1/min_ratio"
 
     def _n_groups(self) -> int:
         if not self.group_columns:
@@ -149,8 +189,38 @@ class SpeedupResult:
             f"{at['trend']:.3g}"
         )
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:
         return self.summary()
+
+
+class _Scan(NamedTuple):
+    """Every supported interval of one log-speedup curve, tested downwards."""
+
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    peak: np.ndarray
+    p_value: np.ndarray
+    estimate: np.ndarray
+    se: np.ndarray
+    ratio: np.ndarray
+    ratio_low: np.ndarray
+    ratio_high: np.ndarray
+    trend: list[np.ndarray]
+
+
+class _SpeedupCurve(NamedTuple):
+    """One group's log-speedup curve with its whole-curve ``(tau2, df)`` and scan.
+
+    (``None`` when it could not be tested, ``reason`` saying why).
+    """
+
+    key: dict[str, Any]
+    cells: pl.DataFrame
+    curve: Curve
+    tau: tuple[float, float]
+    scan: _Scan | None
+    reason: str | None
 
 
 def cache_speedup(
@@ -166,20 +236,133 @@ def cache_speedup(
     level: float = 0.95,
     session: str | None = None,
 ) -> SpeedupResult:
-    """KV-cache speedup per group and ``x`` with bootstrap CIs, and its collapses.
+    """KV-cache speedup per group and ``x`` with bootstrap CIs, and where it collapses.
 
-    Parameters are those of :func:`regimes.detect_regimes` (no ``penalty``: every
-    interval is tested, see :func:`_find_collapses`); ``by`` defaults to every
-    case column present except ``use_cache`` (and ``x``). Only ``x`` values measured both
-    with and without the cache enter; groups or ``x`` values measured one way only are
-    left out with a :class:`~regimes.RegimesWarning` saying how many.
+    The speedup at ``x`` is the cache-off median of ``y`` over the cache-on median. Its
+    interval resamples the two cells independently, sessions first. A collapse is an
+    interval of ``x`` where the log-speedup falls significantly below its own smooth
+    trend (see the module docstring and ``docs/method.md``).
 
-    Raises :class:`RegimesInputError` when there are no cache-off rows, no cache-on rows,
-    or no ``x`` measured both ways in any group.
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        The trial table, with a ``use_cache`` column holding both states.
+    x : str, default "budget"
+        Position along the curve (see :func:`regimes.detect_regimes`).
+    y : str, default "latency_s"
+        The measured quantity, analysed on the log scale.
+    by : str or sequence of str, optional
+        Group columns, without ``use_cache``; by default every case column present
+        except ``use_cache`` and ``x``.
+    alpha : float, default 0.05
+        False discovery rate of the collapses (Benjamini-Hochberg across the call).
+    min_ratio : float, default 1.25
+        A collapse keeps at most ``1 / min_ratio`` of the trend's speedup.
+    n_boot : int, default 2000
+        Bootstrap replicates of each cell's median.
+    seed : int, default 0
+        Seed of the bootstrap.
+    level : float, default 0.95
+        Confidence level of every interval.
+    session : str, optional
+        Column naming the process of each trial (see :func:`regimes.detect_regimes`).
+
+    Returns
+    -------
+    SpeedupResult
+        ``speedup`` per group and ``x``, ``collapses``, ``untested`` (groups whose
+        grid is too short for a trend, with the reason), ``trials`` and ``params``.
+
+    Raises
+    ------
+    RegimesInputError
+        When an argument is out of range, there is no ``use_cache`` column, no
+        cache-off or no cache-on rows, ``by`` contains ``use_cache``, or no ``x`` is
+        measured both ways in any group.
+
+    Warns
+    -----
+    RegimesWarning
+        When cells measured one way only, exact duplicates or single-trial cells are
+        left out.
+
+    See Also
+    --------
+    detect_regimes : anomalies of the latency curves themselves.
+
+    References
+    ----------
+    .. [1] Benjamini, Y. and Hochberg, Y. (1995). Controlling the false discovery
+       rate. *J. R. Stat. Soc. B* 57, 289-300.
+    .. [2] Smyth, G. K. (2004). Linear models and empirical Bayes methods for assessing
+       differential expression in microarray experiments. *Stat. Appl. Genet. Mol.
+       Biol.* 3, article 3 (moderated variances).
+    .. [3] Satterthwaite, F. E. (1946). *Biometrics Bulletin* 2, 110-114; Welch, B. L.
+       (1947). *Biometrika* 34, 28-35 (the degrees of freedom of a sum of variances).
+    .. [4] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their
+       Application*, section 3.8; Field, C. A. and Welsh, A. H. (2007). Bootstrapping
+       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap).
+    .. [5] Rousseeuw, P. J. and Croux, C. (1993). Alternatives to the median absolute
+       deviation. *J. Am. Stat. Assoc.* 88, 1273-1283 (the Qn scale).
+
+    Examples
+    --------
+    Synthetic trials around the published gpt2-medium MPS cache table (5 per budget):
+
+    >>> import regimes
+    >>> trials = regimes.simulate.published_gpt2_medium_cache(trials=5, cv=0.10, seed=0)
+    >>> result = regimes.cache_speedup(trials)
+    >>> result.collapses.select("start", "end").rows()
+    [(512, 512)]
+
+    A single budget cannot be tested, and the result says so:
+
+    >>> one = regimes.cache_speedup(trials.filter(trials["budget"] == 512))
+    >>> one.collapses.height, one.untested.height
+    (0, 1)
     """
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
     check_n_boot(n_boot)
+    frame, group_columns = _prepare(df, x, y, by, session)
+    params = dict(
+        x=x,
+        y=y,
+        by=by,
+        alpha=alpha,
+        min_ratio=min_ratio,
+        n_boot=n_boot,
+        seed=seed,
+        level=level,
+        session=session,
+    )
+    speedup = _speedup_intervals(frame, group_columns, x, y, n_boot, seed, level)
+    curves = _scan_curves(_speedup_levels(frame, group_columns, x), group_columns, x, level)
+    trend, collapses = _find_collapses(curves, group_columns, x, frame.schema[x], alpha, min_ratio)
+    speedup = (
+        speedup.join(trend, on=[*group_columns, x], how="left", nulls_equal=True)
+        .with_columns((pl.col("speedup") / pl.col("trend")).alias("ratio"))
+        .select([*group_columns, x, *_SPEEDUP_COLUMNS])
+    )
+    untested = untested_frame(
+        [c.key | {"reason": c.reason} for c in curves if c.reason is not None], group_columns
+    )
+    return SpeedupResult(
+        speedup=speedup,
+        collapses=collapses,
+        untested=untested,
+        trials=_trial_rows(frame, group_columns, x, y),
+        x=x,
+        y=y,
+        group_columns=group_columns,
+        params=params,
+    )
+
+
+def _prepare(
+    df: Any, x: str, y: str, by: str | Sequence[str] | None, session: str | None
+) -> tuple[pl.DataFrame, list[str]]:
+    """Prepare the trials of the cells measured both ways; return them and the groups."""
     columns = [str(c) for c in getattr(df, "columns", [])]
     if "use_cache" not in columns:
         raise RegimesInputError(
@@ -194,49 +377,17 @@ def cache_speedup(
             )
         by = [*by, "use_cache"]
     frame, with_cache = prepare_trials(df, x, y, by, session)
-    if "use_cache" not in with_cache:
-        with_cache = [*with_cache, "use_cache"]
     group_columns = [c for c in with_cache if c != "use_cache"]
-    frame = _paired_cells(frame, group_columns, x)
-    params = dict(
-        x=x,
-        y=y,
-        by=by,
-        alpha=alpha,
-        min_ratio=min_ratio,
-        n_boot=n_boot,
-        seed=seed,
-        level=level,
-        session=session,
-    )
+    return _paired_cells(frame, group_columns, x), group_columns
 
-    speedup = _speedup_intervals(frame, group_columns, x, y, n_boot, seed, level)
-    curves = _speedup_levels(frame, group_columns, x)
-    trend, collapses = _find_collapses(
-        curves, group_columns, x, frame.schema[x], alpha, min_ratio, level
-    )
-    speedup = (
-        speedup.join(trend, on=[*group_columns, x], how="left", nulls_equal=True)
-        .with_columns((pl.col("speedup") / pl.col("trend")).alias("ratio"))
-        .select(
-            [
-                *group_columns,
-                x,
-                "speedup",
-                "ci_low",
-                "ci_high",
-                "trend",
-                "ratio",
-                "off_median",
-                "on_median",
-                "off_n",
-                "on_n",
-            ]
-        )
-    )
-    return SpeedupResult(
-        speedup=speedup, collapses=collapses, x=x, y=y, group_columns=group_columns, params=params
-    )
+
+def _trial_rows(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
+    """Keep the analysed trials: groups, ``use_cache``, ``x``, ``y`` and ``session``."""
+    kept = list(dict.fromkeys([*group_columns, "use_cache", x, y]))
+    out = frame.select(kept)
+    if "session" not in kept:
+        out = out.with_columns(frame.get_column("_session").alias("session"))
+    return out
 
 
 def _paired_cells(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.DataFrame:
@@ -280,8 +431,10 @@ def _speedup_intervals(
     seed: int,
     level: float,
 ) -> pl.DataFrame:
-    """Median ratio per (group, x) and its percentile interval: the off and on cells are
-    resampled independently and their bootstrap medians divided replicate by replicate.
+    """Compute the median ratio per (group, x) and its percentile interval.
+
+    The off and on cells are resampled independently and their bootstrap medians divided replicate
+    by replicate.
     """
     keys = [*group_columns, x, "use_cache"]
     reps = cell_replicates(frame, keys, [y], session="_session", n_boot=n_boot, seed=seed)
@@ -307,18 +460,10 @@ def _speedup_intervals(
 
 def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.DataFrame:
     """Per (group, x): log-speedup level, variance and Welch df from the two cells."""
-    curve_keys = [*group_columns, "use_cache"]
-    ids = (
-        frame.select(curve_keys)
-        .unique()
-        .sort(curve_keys)
-        .with_row_index("_curve")
-        .with_columns(pl.col("_curve").cast(pl.Int64))
+    index = index_curves(frame, [*group_columns, "use_cache"], x)
+    levels = cell_levels(index.frame, "_curve", "_x", "_ly", "_session").join(
+        index.groups, on="_curve"
     )
-    frame = frame.join(ids, on=curve_keys, how="left", nulls_equal=True).with_columns(
-        pl.col(x).cast(pl.Float64).alias("_x")
-    )
-    levels = cell_levels(frame, "_curve", "_x", "_ly", "_session").join(ids, on="_curve")
     off = levels.filter(~pl.col("use_cache"))
     on = levels.filter(pl.col("use_cache"))
     joined = off.join(on, on=[*group_columns, "_x"], suffix="_on", nulls_equal=True)
@@ -333,102 +478,43 @@ def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl
     ).sort([*group_columns, "_x"])
 
 
-def _find_collapses(
-    curves: pl.DataFrame,
-    group_columns: list[str],
-    x: str,
-    x_dtype: pl.DataType,
-    alpha: float,
-    min_ratio: float,
-    level: float,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Test every interval of each log-speedup curve against its flank trend (down).
+def _untestable(n_cells: int, x: str) -> str | None:
+    """Why a speedup curve of ``n_cells`` cannot be scanned for collapses, or ``None``."""
+    if n_cells < MIN_CELLS:
+        return (
+            f"only {n_cells} {x} value(s) measured both with and without the cache; "
+            f"a trend needs at least {MIN_CELLS}"
+        )
+    if not supported_intervals(n_cells):
+        return (
+            f"{n_cells} {x} values measured both ways: no interval has the flank cells a "
+            "trend needs (2 on each side, 3 beside an interval at an end of the grid)"
+        )
+    return None
 
-    The tests are :func:`regimes.intervals.test_intervals` with their scan-adjusted
-    p-values, Benjamini-Hochberg, ``min_ratio`` and a greedy choice of non-overlapping
-    intervals, as in :func:`regimes.detect_regimes`. What differs is made for short
-    grids (6 budgets in the published table):
 
-    * every interval with enough flank support is a candidate, framed by
-      :mod:`regimes.flank_test`, not only runs of segments. Its p-value is adjusted for
-      the scan over all of them, so this costs no validity, and a segmentation would
-      need the between-cell variance first;
-    * Benjamini-Hochberg runs over each curve's greedy non-overlapping choice, not over
-      every overlapping variant of one dip (see :func:`_choose` for the order).
+def _scan_curves(
+    levels: pl.DataFrame, group_columns: list[str], x: str, level: float
+) -> list[_SpeedupCurve]:
+    """Each group's log-speedup curve, scanned downwards where it can be.
+
+    Each interior interval is tested in the coordinate (``log x`` or ``x``) whose trend
+    fits the cells around it best; see :func:`regimes._stats.fixed_intervals.scan_intervals`.
     """
-    parts = curves.partition_by(group_columns, maintain_order=True) if group_columns else [curves]
+    parts = levels.partition_by(group_columns, maintain_order=True) if group_columns else [levels]
     arrays = [curve_from_levels(part) for part in parts]
-    taus = whole_curve_taus(arrays)
+    taus = curve_taus(arrays)
     linear = [curve._replace(u=curve.x.astype(float)) for curve in arrays]
-    linear_taus = whole_curve_taus(linear)
-    scans = [
-        _scan_down(curve, tau, level, [(other, other_tau)]) if curve.x.size >= MIN_CELLS else None
-        for curve, tau, other, other_tau in zip(arrays, taus, linear, linear_taus)
-    ]
-    # Per curve the greedy non-overlapping set first, then BH across the call's chosen
-    # intervals: with every interval a candidate, BH over all of them would count the
-    # many overlapping variants of one dip as separate hypotheses.
-    chosen = [_choose(scan, alpha, min_ratio) if scan is not None else [] for scan in scans]
-    q_all = benjamini_hochberg(
-        np.asarray([scan["p_value"][k] for scan, ks in zip(scans, chosen) for k in ks], dtype=float)
-    )
-    rows, trends, offset = [], [], 0
-    for part, curve, tau, scan, picked in zip(parts, arrays, taus, scans, chosen):
+    linear_taus = curve_taus(linear)
+    out = []
+    for part, curve, tau, other, other_tau in zip(
+        parts, arrays, taus, linear, linear_taus, strict=True
+    ):
+        reason = _untestable(curve.x.size, x)
+        scan = None if reason else _scan_down(curve, tau, level, [(other, other_tau)])
         key = {c: part.get_column(c)[0] for c in group_columns}
-        xs, lev = curve.x, curve.level
-        q = dict(zip(picked, q_all[offset : offset + len(picked)]))
-        offset += len(picked)
-        found = [k for k in picked if q[k] < alpha]
-        breaks = sorted(
-            {b for k in found for b in (scan["start"][k], scan["end"][k] + 1) if 0 < b < xs.size}
-        )
-        trend = (
-            level_trend(curve.u, lev, curve.var + tau[0], breaks).values
-            if xs.size >= MIN_CELLS
-            else np.full(xs.size, np.nan)
-        )
-        normal = np.ones(xs.size, dtype=bool)
-        for k in found:
-            normal[scan["start"][k] : scan["end"][k] + 1] = False
-        trend = trend + float(np.median((lev - trend)[normal]))
-        for k in found:
-            s, e = int(scan["start"][k]), int(scan["end"][k])
-            trend[s : e + 1] = scan["trend"][k]
-            rows.append(
-                {
-                    **key,
-                    "start": _cast(xs[s], x_dtype),
-                    "end": _cast(xs[e], x_dtype),
-                    "peak_x": _cast(xs[int(scan["peak"][k])], x_dtype),
-                    "ratio": float(scan["ratio"][k]),
-                    "ratio_low": float(scan["ratio_low"][k]),
-                    "ratio_high": float(scan["ratio_high"][k]),
-                    "p_value": float(scan["p_value"][k]),
-                    "q_value": float(q[k]),
-                    "recovered": bool(e + 1 < xs.size),
-                    "kind": str(scan["kind"][k]),
-                    "n_points": e - s + 1,
-                }
-            )
-        trends.append(
-            part.select([*group_columns, "_x"]).with_columns(pl.Series("trend", np.exp(trend)))
-        )
-    trend_frame = pl.concat(trends).with_columns(pl.col("_x").cast(x_dtype).alias(x)).drop("_x")
-    schema = {
-        **{c: curves.schema[c] for c in group_columns},
-        "start": x_dtype,
-        "end": x_dtype,
-        "peak_x": x_dtype,
-        "ratio": pl.Float64,
-        "ratio_low": pl.Float64,
-        "ratio_high": pl.Float64,
-        "p_value": pl.Float64,
-        "q_value": pl.Float64,
-        "recovered": pl.Boolean,
-        "kind": pl.String,
-        "n_points": pl.Int64,
-    }
-    return trend_frame, pl.DataFrame(rows, schema=schema, orient="row")
+        out.append(_SpeedupCurve(key, part, curve, tau, scan, reason))
+    return out
 
 
 def _scan_down(
@@ -436,30 +522,39 @@ def _scan_down(
     prior_tau: tuple[float, float],
     level: float,
     alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
-) -> dict[str, np.ndarray] | None:
-    """Every interval of one curve with enough flank support
-    (:func:`regimes.flank_test.flank_support`), tested downwards in the trend coordinate
-    that fits its flank best; ``None`` when none has.
+) -> _Scan:
+    """Scan every interval of one curve with enough flank support downwards.
+
+    (:func:`regimes._stats.fixed_intervals.flank_support`), tested downwards in the
+    trend coordinate that fits its flank best.
     """
     intervals = supported_intervals(curve.x.size)
-    if not intervals:
-        return None
-    tests = scan_intervals(
-        curve, intervals, prior_tau, direction="down", level=level, alternatives=alternatives
-    )
+    tests = scan_intervals(curve, intervals, prior_tau, direction="down", alternatives=alternatives)
     out = {
         name: np.concatenate([getattr(k, name) for k in tests])
         for name in ("start", "end", "kind", "peak", "p_value", "estimate", "se", "df")
     }
     joint = ContrastResults(out["estimate"], out["se"], out["df"], out["p_value"])
-    out["ratio"], out["ratio_low"], out["ratio_high"] = joint.ratio_interval(level)
-    out["trend"] = [k.trend[0] for k in tests]
-    return out
+    ratio, low, high = joint.ratio_interval(level)
+    return _Scan(
+        start=out["start"],
+        end=out["end"],
+        kind=out["kind"],
+        peak=out["peak"],
+        p_value=out["p_value"],
+        estimate=out["estimate"],
+        se=out["se"],
+        ratio=ratio,
+        ratio_low=low,
+        ratio_high=high,
+        trend=[k.trend[0] for k in tests],
+    )
 
 
-def _choose(scan: dict[str, np.ndarray], alpha: float, min_ratio: float) -> list[int]:
-    """Greedy non-overlapping choice among the candidates with ``p < alpha`` and a large
-    enough dip, largest ``|z|`` first.
+def _choose(scan: _Scan, alpha: float, min_ratio: float) -> list[int]:
+    """Choose collapses greedily, without overlap, largest ``|z|`` first.
+
+    Among the candidates with ``p < alpha`` and a large enough dip.
 
     ``|z|`` of the interval-against-trend contrast is the matched-filter scan statistic:
     adding a normal cell to a dip, or dropping one of its cells, lowers it in
@@ -467,17 +562,98 @@ def _choose(scan: dict[str, np.ndarray], alpha: float, min_ratio: float) -> list
     not: p is the largest of the gate tests' p-values, which differ in kind between
     intervals inside the grid and intervals touching its ends.
     """
-    keep = np.flatnonzero((scan["p_value"] < alpha) & (scan["ratio"] <= 1.0 / min_ratio))
-    if keep.size == 0:
-        return []
-    se = scan["se"][keep]
-    z = np.abs(scan["estimate"][keep] / np.where(se > 0, se, np.inf))
-    rank = np.empty(keep.size, dtype=np.int64)
-    rank[np.argsort(-z, kind="stable")] = np.arange(keep.size)
-    return [
-        int(keep[i]) for i in select_non_overlapping(scan["start"][keep], scan["end"][keep], rank)
-    ]
+    eligible = (scan.p_value < alpha) & (scan.ratio <= 1.0 / min_ratio)
+    z = np.abs(scan.estimate / np.where(scan.se > 0, scan.se, np.inf))
+    return [int(k) for k in choose_intervals(scan.start, scan.end, eligible, (-z,))]
 
 
-def _cast(value: float, dtype: pl.DataType) -> int | float:
-    return int(value) if dtype.is_integer() else float(value)
+def _find_collapses(
+    curves: list[_SpeedupCurve],
+    group_columns: list[str],
+    x: str,
+    x_dtype: pl.DataType,
+    alpha: float,
+    min_ratio: float,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Significant collapses of every curve, and the speedup trend at every cell.
+
+    What differs from :func:`regimes.detect_regimes` is made for short grids (6 budgets
+    in the published table): every interval with enough flank support is a candidate,
+    not only runs of segments (its p-value is adjusted for the scan over all of them,
+    so this costs no validity, and a segmentation would need the between-cell variance
+    first), and Benjamini-Hochberg runs over each curve's greedy non-overlapping choice,
+    not over every overlapping variant of one dip.
+    """
+    chosen = [_choose(c.scan, alpha, min_ratio) if c.scan is not None else [] for c in curves]
+    q_all = benjamini_hochberg(
+        np.asarray(
+            [
+                c.scan.p_value[k]
+                for c, ks in zip(curves, chosen, strict=True)
+                if c.scan is not None
+                for k in ks
+            ],
+            dtype=float,
+        )
+    )
+    keyed, trends, offset = [], [], 0
+    for c, picked in zip(curves, chosen, strict=True):
+        q = dict(zip(picked, q_all[offset : offset + len(picked)], strict=True))
+        offset += len(picked)
+        found = [k for k in picked if q[k] < alpha]
+        trend = _curve_trend(c, found)
+        for k in found:
+            keyed.append(([c.key[g] for g in group_columns], _interval(c, k, q[k]), c.curve.x))
+        trends.append(
+            c.cells.select([*group_columns, "_x"]).with_columns(pl.Series("trend", np.exp(trend)))
+        )
+    trend_frame = pl.concat(trends).with_columns(pl.col("_x").cast(x_dtype).alias(x)).drop("_x")
+    schema = {g: curves[0].cells.schema[g] for g in group_columns} if curves else {}
+    return trend_frame, anomaly_frame(keyed, schema, x_dtype)
+
+
+def _interval(c: _SpeedupCurve, k: int, q: float) -> Interval:
+    """Report the ``k``-th scanned interval of a curve as a collapse."""
+    scan = c.scan
+    assert scan is not None
+    s, e = int(scan.start[k]), int(scan.end[k])
+    return Interval(
+        start=s,
+        end=e,
+        peak=int(scan.peak[k]),
+        ratio=scan.ratio[k],
+        ratio_low=scan.ratio_low[k],
+        ratio_high=scan.ratio_high[k],
+        p_value=scan.p_value[k],
+        q_value=q,
+        recovered=e + 1 < c.curve.x.size,
+        kind=str(scan.kind[k]),
+    )
+
+
+def _curve_trend(c: _SpeedupCurve, found: list[int]) -> np.ndarray:
+    """Fit the log-speedup trend of one curve.
+
+    A robust fit with a free level at each collapse's boundaries, its constant from the cells
+    outside collapses, and each
+    collapse's own flank trend inside it.
+    """
+    curve, scan = c.curve, c.scan
+    xs, lev = curve.x, curve.level
+    starts = [int(scan.start[k]) for k in found] if scan is not None else []
+    ends = [int(scan.end[k]) for k in found] if scan is not None else []
+    breaks = sorted(
+        {b for s, e in zip(starts, ends, strict=True) for b in (s, e + 1) if 0 < b < xs.size}
+    )
+    trend = (
+        level_trend(curve.u, lev, curve.var + c.tau[0], breaks).values
+        if xs.size >= MIN_CELLS
+        else np.full(xs.size, np.nan)
+    )
+    normal = np.ones(xs.size, dtype=bool)
+    for s, e in zip(starts, ends, strict=True):
+        normal[s : e + 1] = False
+    trend = trend + float(np.median((lev - trend)[normal]))
+    for k, s, e in zip(found, starts, ends, strict=True):
+        trend[s : e + 1] = scan.trend[k]  # type: ignore[union-attr]
+    return trend

@@ -1,19 +1,31 @@
-"""Private numerics of the statistics core.
+"""Private numerics of the statistics core: one concept per module, its maths in its docstring.
 
-One concept per module, each stating its maths in its docstring:
+From the raw trials up:
 
-``bootstrap``
-    Cell medians and their confidence intervals (exact order statistics for one
-    session, the hierarchical cluster bootstrap for several).
-``resample``
-    Bootstrap replicates of cell medians, for analyses that need the draws.
-``intervals``
-    Cell levels and variances, between-cell variance, trend contrasts and the
-    anomalous-interval tests.
-``changepoints``
-    Robust smooth trends and the penalised segmentation of a curve (ruptures).
-``flank_test``
-    Tests of a fixed interval against the trend of its flanks.
+``bootstrap``, ``resample``
+    Cell medians with their confidence intervals, and bootstrap replicates of them.
+``curves``
+    Curve indexing shared by every analysis, and one curve's cells as arrays.
+``levels``
+    Cell levels on the log scale with moderated sampling variances.
+``trends``
+    The trend coordinate and robust polynomial trends.
+``between_cell``
+    The between-cell variance of a curve (the Qn scale).
+``segmentation``
+    Penalised l2 segmentation of detrended levels (ruptures).
+``contrasts``
+    Linear contrasts of levels and their Welch-Satterthwaite t tests.
+``interval_tests``
+    Intervals against their flank trend; shifts at change points.
+``candidates``
+    Candidate intervals, the ``min_ratio`` filter and the greedy non-overlapping choice.
+``fixed_intervals``
+    Intervals fixed in advance (speedup scans, backend comparisons).
+``multitest``
+    Benjamini-Hochberg control.
+``anomaly_table``
+    The schema of reported intervals.
 
 Nothing here is public API: the analyses in :mod:`regimes` are.
 """

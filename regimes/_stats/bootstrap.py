@@ -1,14 +1,14 @@
-"""Cell summaries: the median of each (group, x) cell with a bootstrap confidence interval.
+r"""Cell summaries: the median of each (group, x) cell with a bootstrap confidence interval.
 
 A *cell* is every measured trial of one condition at one ``x``. Its summary is the sample
 median and a percentile-bootstrap interval for it, computed two ways:
 
 **One session in the cell: exact, no resampling.** Draw a bootstrap resample of the
-``n`` sorted values :math:`v_{(1)} \\le \\dots \\le v_{(n)}`. The ``r``-th order statistic
+``n`` sorted values :math:`v_{(1)} \le \dots \le v_{(n)}`. The ``r``-th order statistic
 of the resample is at most :math:`v_{(k)}` exactly when at least ``r`` of the ``n``
 draws land on one of the ``k`` smallest values, so
 
-.. math::  P(v^*_{(r)} \\le v_{(k)}) = P(\\mathrm{Binom}(n, k/n) \\ge r).
+.. math::  P(v^*_{(r)} \le v_{(k)}) = P(\mathrm{Binom}(n, k/n) \ge r).
 
 This depends on ``n`` alone, so the bootstrap percentile bounds are order statistics
 whose *indices* are a function of ``n``: the interval for a million rows is a sort and
@@ -51,9 +51,9 @@ _MAX_RESAMPLED_VALUES = 20_000_000
 
 @lru_cache(maxsize=4096)
 def median_ci_indices(n: int, level: float) -> tuple[int, int, int, int]:
-    """0-based order-statistic indices ``(lo_L, lo_U, hi_L, hi_U)`` of the interval.
+    r"""0-based order-statistic indices ``(lo_L, lo_U, hi_L, hi_U)`` of the interval.
 
-    ``lo_L`` is the smallest ``k`` with :math:`P(L^* \\le v_{(k)}) \\ge (1-level)/2`, ``lo_U``
+    ``lo_L`` is the smallest ``k`` with :math:`P(L^* \le v_{(k)}) \ge (1-level)/2`, ``lo_U``
     the same for :math:`U^*`; ``hi_L``/``hi_U`` use :math:`(1+level)/2`. ``L*``/``U*`` are
     the lower/upper middle order statistics of a resample (the same one for odd ``n``),
     and the bounds are ``(v[lo_L] + v[lo_U]) / 2`` and ``(v[hi_L] + v[hi_U]) / 2``.
@@ -222,8 +222,10 @@ def cell_summaries(
     seed: int = 0,
     level: float = 0.95,
 ) -> pl.DataFrame:
-    """Per cell (the distinct values of ``keys``): ``n``, ``n_sessions``, ``median``,
-    ``ci_low``, ``ci_high`` of ``y`` at confidence ``level``.
+    """Summarise each cell: median and confidence interval.
+
+    Per cell (the distinct values of ``keys``): ``n``, ``n_sessions``, ``median``, ``ci_low``,
+    ``ci_high`` of ``y`` at confidence ``level``.
 
     Cells with one session (or when ``session`` is None) get the exact order-statistic
     interval; cells with several get the hierarchical bootstrap with ``n_boot``

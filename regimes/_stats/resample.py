@@ -31,7 +31,9 @@ __all__ = ["CellReplicates", "cell_replicates"]
 
 @dataclass(frozen=True)
 class CellReplicates:
-    """``cells``: the cell keys with ``n`` and ``n_sessions``, sorted by the keys;
+    """Bootstrap medians of cells.
+
+    ``cells``: the cell keys with ``n`` and ``n_sessions``, sorted by the keys;
     ``median``: ``(cells, values)`` sample medians; ``replicates``: ``(cells, n_boot,
     values)`` bootstrap medians, value columns in the order asked for.
     """
@@ -86,7 +88,7 @@ def cell_replicates(
     for count in np.unique(n_sessions):
         members = np.flatnonzero(n_sessions == count)
         rows = cells[members]
-        width = int(rows.get_column("_size").list.max().max())
+        width = int(rows.get_column("_size").list.max().to_numpy().max())
         padded = np.full((members.size, int(count), width, len(values)), np.nan)
         for i, row in enumerate(rows.iter_rows(named=True)):
             for j, size in enumerate(row["_size"]):

@@ -1,0 +1,295 @@
+"""Smooth trends of a curve's log cell levels, and the coordinate they are smooth in.
+
+**Coordinate** (:func:`trend_coordinate`). Latency is close to a power of the budget, so
+its log is close to a straight line in ``log x``: the trend coordinate is ``log x`` when
+every ``x`` is positive, else ``x`` itself.
+
+**Trend** (:class:`SmoothTrend`). A polynomial in the coordinate (degree from
+:func:`default_degree`), fitted with Tukey's biweight so that anomalous cells lose their
+weight. Two fits:
+
+* :func:`difference_trends` fits the polynomial to the curve's *first differences*: a
+  jump touches one difference only, so neither a plateau over most of the grid nor an
+  early step bends it. It is the starting point of segmentation.
+* :func:`level_trends` fits the levels themselves with a free level per segment (the
+  shifts absorb the steps; Frisch-Waugh centring within segments), the efficient
+  estimate once the breaks are known. It is linear in the levels at the final robust
+  weights, so the trend's own uncertainty enters every contrast built on it.
+
+Both are batched: one call fits every curve of one length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "SmoothTrend",
+    "centre_within",
+    "default_degree",
+    "difference_trend",
+    "difference_trends",
+    "level_trend",
+    "level_trends",
+    "segment_index",
+    "trend_coordinate",
+]
+
+
+def trend_coordinate(x: np.ndarray) -> np.ndarray:
+    """``log x`` when every ``x`` is positive, else ``x`` (as floats)."""
+    x = np.asarray(x)
+    return np.log(x) if bool(np.all(x > 0)) else x.astype(float)
+
+
+@dataclass(frozen=True)
+class SmoothTrend:
+    r"""A curve's smooth trend :math:`G = B\,M\,\ell`, linear in the levels.
+
+    ``basis`` (T x k) holds the polynomial columns and ``coef_map`` (k x T) maps levels
+    to their coefficients at the fit's final robust weights, so any contrast of the
+    residuals :math:`c^\top(\ell - G)` is the contrast :func:`adjust` ``(c)`` of the
+    levels themselves, and its variance includes the trend's own uncertainty.
+    """
+
+    values: np.ndarray
+    basis: np.ndarray
+    coef_map: np.ndarray
+
+    def adjust(self, c: np.ndarray) -> np.ndarray:
+        """Coefficients on the levels of the residual contrast ``c @ (level - G)``."""
+        return c - (c @ self.basis) @ self.coef_map
+
+    @classmethod
+    def fixed(cls, values: np.ndarray) -> SmoothTrend:
+        """Take a trend as known (its uncertainty ignored), e.g. from another fit."""
+        values = np.asarray(values, dtype=float)
+        return cls(values, np.zeros((values.size, 0)), np.zeros((0, values.size)))
+
+
+_BIWEIGHT_C = 4.685
+"""Tukey biweight tuning constant: 95 % efficiency at the normal."""
+
+
+def default_degree(n_cells: int) -> int:
+    """Trend degree for a curve of ``n_cells``: 2 below 20 cells, 3 below 32, else 4.
+
+    The log of ``a + b x + c x^2`` is a sigmoid-like function of ``log x`` when the fixed
+    cost matters; over a 50-fold budget range a quadratic misfits it by up to 5 %
+    (several standard errors with 20 trials), a quartic by under 0.3 %. Short curves
+    keep a low degree: where breaks leave few differences, a high-degree polynomial
+    swings wildly.
+    """
+    if n_cells < 4:
+        return 1
+    return 2 if n_cells < 20 else 3 if n_cells < 32 else 4
+
+
+def _degrees(n_cells: int, free_cells: np.ndarray) -> np.ndarray:
+    """Per curve: :func:`default_degree`, lowered until each coefficient has 4 cells."""
+    degree = np.full(free_cells.shape, default_degree(n_cells))
+    while True:
+        short = (degree > 1) & (free_cells < 4 * (degree + 1))
+        if not short.any():
+            return degree
+        degree[short] -= 1
+
+
+def _basis(u: np.ndarray, degree: int) -> np.ndarray:
+    """Power basis without constant of each row of ``u``: shape (curves, cells, degree)."""
+    centre = u.mean(axis=1, keepdims=True)
+    spread = np.ptp(u, axis=1, keepdims=True)
+    v = (u - centre) / np.where(spread > 0, spread, 1.0)
+    return np.stack([v**k for k in range(1, degree + 1)], axis=2)
+
+
+def segment_index(breaks: Sequence[Sequence[int]], n_cells: int) -> np.ndarray:
+    ids = np.zeros((len(breaks), n_cells), dtype=np.int64)
+    for g, cuts in enumerate(breaks):
+        for b in cuts:
+            ids[g, b:] += 1
+    return ids
+
+
+def centre_within(values: np.ndarray, weight: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:
+    """Subtract each segment's weighted mean (per curve) from ``values`` (G, N[, P])."""
+    g, n = segment_ids.shape
+    flat = (segment_ids + n * np.arange(g)[:, None]).ravel()
+    total = np.bincount(flat, weights=weight.ravel(), minlength=g * n)
+    safe = np.where(total > 0, total, 1.0)
+
+    def centre(column: np.ndarray) -> np.ndarray:
+        means = np.bincount(flat, weights=(weight * column).ravel(), minlength=g * n) / safe
+        return column - means[flat].reshape(g, n)
+
+    if values.ndim == 2:
+        return centre(values)
+    return np.stack([centre(values[..., k]) for k in range(values.shape[2])], axis=2)
+
+
+def _batched_biweight(
+    design: np.ndarray,
+    values: np.ndarray,
+    variance: np.ndarray,
+    active: np.ndarray,
+    segment_ids: np.ndarray | None = None,
+    iterations: int = 8,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tukey-biweight IRLS for many curves at once, prior weights ``active / variance``.
+
+    ``design`` is (curves, points, coefficients). With ``segment_ids`` every column and
+    the values are centred within segments at the current weights, which fits a free
+    level per segment without a column per segment (Frisch-Waugh). The noise scale is
+    floored at 1: it is known, and may only be inflated, never shrunk to chase outliers.
+    Hand-written rather than ``statsmodels.RLM`` because one batched solve serves
+    thousands of curves, where a Python loop of RLM fits costs milliseconds each.
+    Returns coefficients (curves, k), final weights and the final (centred) design.
+    """
+    prior = np.where(active, 1.0 / variance, 0.0)
+    every_point = bool(active.all())
+    sd = np.sqrt(variance)
+    weight = prior
+    k = design.shape[2]
+    ridge = 1e-10 * np.eye(k)
+    for _ in range(iterations):
+        x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
+        y = centre_within(values, weight, segment_ids) if segment_ids is not None else values
+        xw = x * weight[..., None]
+        xw_t = np.swapaxes(xw, 1, 2)
+        normal = xw_t @ x
+        scale_diag = np.trace(normal, axis1=1, axis2=2)[:, None, None] / k + 1e-300
+        coef = np.linalg.solve(normal + ridge * scale_diag, xw_t @ y[..., None])[..., 0]
+        z = np.where(active, (y - (x @ coef[..., None])[..., 0]) / sd, np.nan)
+        median = np.median if every_point else np.nanmedian
+        centre = median(z, axis=1, keepdims=True)
+        scale = np.maximum(1.0, 1.4826 * median(np.abs(z - centre), axis=1, keepdims=True))
+        r = np.nan_to_num(z / (_BIWEIGHT_C * scale), nan=2.0)
+        bi = np.where(np.abs(r) < 1.0, (1.0 - r**2) ** 2, 0.0)
+        new_weight = prior * bi
+        # a curve left with too few points keeps its previous weights
+        enough = (np.count_nonzero(new_weight, axis=1) > k)[:, None]
+        new_weight = np.where(enough, new_weight, weight)
+        if np.allclose(new_weight, weight, rtol=1e-6, atol=0.0):
+            weight = new_weight
+            break
+        weight = new_weight
+    x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
+    return coef, weight, x
+
+
+def difference_trends(
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    breaks: Sequence[Sequence[int]] | None = None,
+) -> np.ndarray:
+    """:func:`difference_trend` for curves of equal length, rows of 2-D arrays."""
+    g, t = u.shape
+    breaks = breaks if breaks is not None else [()] * g
+    keep = np.ones((g, t - 1), dtype=bool)
+    for row, cuts in enumerate(breaks):
+        for b in cuts:
+            keep[row, b - 1] = False
+    degrees = _degrees(t, keep.sum(axis=1) + 1)
+    out = np.empty((g, t))
+    for degree in np.unique(degrees):
+        rows = degrees == degree
+        basis = _basis(u[rows], int(degree))
+        design = basis[:, 1:] - basis[:, :-1]
+        coef, _, _ = _batched_biweight(
+            design,
+            np.diff(level[rows], axis=1),
+            total_var[rows, 1:] + total_var[rows, :-1],
+            keep[rows],
+        )
+        trend = np.einsum("gtp,gp->gt", basis, coef)
+        out[rows] = trend + np.median(level[rows] - trend, axis=1, keepdims=True)
+    return out
+
+
+def difference_trend(
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    breaks: Sequence[int] = (),
+) -> np.ndarray:
+    r"""Smooth trend of one curve, fitted to its *first differences*; returned at ``u``.
+
+    The trend :math:`G` is a polynomial in ``u`` without constant (degree from
+    :func:`default_degree`); its coefficients are fitted (Tukey biweight IRLS, weights
+    from :math:`v_t + v_{t-1}`) to the rises
+    :math:`\ell_t - \ell_{t-1} \approx G(u_t) - G(u_{t-1})`. A jump touches one
+    difference only, so a plateau over most of the grid or a step early on does not
+    bend the trend, where a robust fit of the levels themselves would follow the
+    majority. Differences across ``breaks`` are left out.
+
+    Such a fit uses the levels inefficiently (neighbouring differences share a cell),
+    so it is the starting point of :func:`segment_curve`, not its end. The result is
+    defined up to a constant; it is returned with median residual 0.
+    """
+    u = np.asarray(u, dtype=float)
+    if u.size < 2:
+        return np.asarray(level, dtype=float).copy()
+    return difference_trends(
+        u[None], np.asarray(level, float)[None], np.asarray(total_var, float)[None], [list(breaks)]
+    )[0]
+
+
+def level_trends(
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    breaks: Sequence[Sequence[int]],
+) -> list[SmoothTrend]:
+    """:func:`level_trend` for curves of equal length, rows of 2-D arrays."""
+    g, t = u.shape
+    ids = segment_index(breaks, t)
+    degrees = _degrees(t, np.asarray([t - len(b) for b in breaks]))
+    out: list[SmoothTrend | None] = [None] * g
+    active = np.ones((g, t), dtype=bool)
+    for degree in np.unique(degrees):
+        rows = np.flatnonzero(degrees == degree)
+        basis = _basis(u[rows], int(degree))
+        coef, weight, centred = _batched_biweight(
+            basis, level[rows], total_var[rows], active[rows], ids[rows]
+        )
+        xw = centred * weight[..., None]
+        normal = np.swapaxes(xw, 1, 2) @ centred
+        coef_map = np.linalg.pinv(normal) @ np.swapaxes(xw, 1, 2)
+        values = np.einsum("gtp,gp->gt", basis, coef)
+        # the constant puts the first segment on the trend (later ones keep their shifts);
+        # it matters when segmenting, where residuals are divided by unequal deviations
+        first = (ids[rows] == 0) * weight
+        offset = np.sum(first * (level[rows] - values), axis=1) / np.maximum(
+            first.sum(axis=1), 1e-300
+        )
+        values = values + offset[:, None]
+        for k, row in enumerate(rows):
+            out[row] = SmoothTrend(values=values[k], basis=basis[k], coef_map=coef_map[k])
+    return out  # type: ignore[return-value]
+
+
+def level_trend(
+    u: np.ndarray,
+    level: np.ndarray,
+    total_var: np.ndarray,
+    breaks: Sequence[int],
+) -> SmoothTrend:
+    """Smooth part of a robust fit of the levels by a polynomial plus a shift per break.
+
+    Given the breaks this is the efficient estimate of the trend's shape (a fit to
+    differences ignores that neighbouring differences share a cell, and drifts); the
+    shifts absorb the steps, so the returned smooth part still leaves them in
+    ``level - trend``. The shifts are fitted by centring within segments (Frisch-Waugh),
+    and the degree is lowered until every coefficient has four cells. The trend is
+    linear in the levels at the final robust weights; see :class:`SmoothTrend`.
+    """
+    return level_trends(
+        np.asarray(u, float)[None],
+        np.asarray(level, float)[None],
+        np.asarray(total_var, float)[None],
+        [list(breaks)],
+    )[0]

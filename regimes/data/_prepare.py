@@ -1,0 +1,149 @@
+"""Trial rows ready for analysis: validated, grouped, deduplicated, replicated.
+
+Every analysis (:func:`regimes.detect_regimes`, :func:`regimes.cache_speedup` and the
+explanations) starts from the same preparation, so it lives here, apart from any
+detector: :func:`prepare_trials` validates the table, chooses the group columns, keys
+each trial's process (``_session``), takes the log of ``y`` (``_ly``) and drops what
+cannot be analysed, warning about every row it drops.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from regimes.data.schema import present_case_columns, validate_trials
+from regimes.errors import RegimesInputError, RegimesWarning
+
+__all__ = ["SESSION_COLUMNS", "TRIAL_IDENTITY", "prepare_trials"]
+
+SESSION_COLUMNS = ("run_id", "session", "process_id")
+"""Columns that together identify the process a trial ran in."""
+
+TRIAL_IDENTITY = ("trial", "order")
+"""Columns that tell one trial from another: a table with neither cannot hold a trial
+twice, so equal rows in it are different trials."""
+
+
+def _session_key(frame: pl.DataFrame, session: str | None) -> pl.Expr:
+    """``_session``: the ``session`` column as text, or the process columns present."""
+    if session is not None:
+        if session not in frame.columns:
+            raise RegimesInputError(f"session column {session!r} is not in the trial table")
+        return pl.col(session).cast(pl.String).fill_null("").alias("_session")
+    present = [c for c in SESSION_COLUMNS if c in frame.columns]
+    if not present:
+        return pl.lit("0").alias("_session")
+    return pl.concat_str(
+        [pl.col(c).cast(pl.String).fill_null("") for c in present], separator="|"
+    ).alias("_session")
+
+
+def _group_columns(frame: pl.DataFrame, x: str, by: str | Sequence[str] | None) -> list[str]:
+    """``by`` checked against the table, or every case column present except ``x``."""
+    if by is None:
+        return present_case_columns(frame, exclude=(x,))
+    group_columns = [by] if isinstance(by, str) else list(by)
+    missing = [c for c in group_columns if c not in frame.columns]
+    if missing:
+        raise RegimesInputError(
+            f"by= names column(s) not in the trial table: {missing}; it has {frame.columns}"
+        )
+    if x in group_columns:
+        raise RegimesInputError(f"by= must not contain the x column {x!r}")
+    return group_columns
+
+
+def _drop_duplicates(frame: pl.DataFrame) -> pl.DataFrame:
+    """Drop rows identical in every column, trial identity included (warned).
+
+    Equal values are not the same trial: a table rounded to milliseconds has many equal
+    rows. Only a table that says which trial each row is (:data:`TRIAL_IDENTITY`) can
+    hold a row twice; without one, every row is taken as one trial.
+    """
+    # hash first: comparing a million rows on every column costs more than one u64 column,
+    # and only rows whose hashes collide can be duplicates
+    hashed = frame.hash_rows(seed=0)
+    if not bool(hashed.is_duplicated().any()):
+        return frame
+    duplicated = int(frame.filter(hashed.is_duplicated()).is_duplicated().sum())
+    if not duplicated:
+        return frame
+    if not any(c in frame.columns for c in TRIAL_IDENTITY):
+        warnings.warn(
+            f"{duplicated} rows equal another row in every column; the table has no "
+            f"{' or '.join(TRIAL_IDENTITY)} column to tell trials apart, so each row is "
+            "taken as one trial",
+            RegimesWarning,
+            stacklevel=4,
+        )
+        return frame
+    before = frame.height
+    frame = frame.unique(maintain_order=True)
+    warnings.warn(
+        f"dropped {before - frame.height} exact duplicate row(s) "
+        f"({duplicated} rows were involved): a trial is counted once",
+        RegimesWarning,
+        stacklevel=4,
+    )
+    return frame
+
+
+def _drop_single_trial_cells(frame: pl.DataFrame, cell_keys: list[str], x: str) -> pl.DataFrame:
+    """Drop cells holding one trial (warned); an error when every cell does."""
+    frame = frame.with_columns(pl.len().over(cell_keys).alias("_n"))
+    single = frame.filter(pl.col("_n") == 1)
+    if single.height == frame.height:
+        raise RegimesInputError(
+            "every (group, x) cell holds a single trial; replication is required to "
+            "estimate noise (run at least 2 trials per budget, 3 or more recommended)"
+        )
+    if single.height:
+        warnings.warn(
+            f"dropped {single.height} cell(s) with a single trial "
+            f"(e.g. {x}={single.get_column(x)[0]}): replication is required to estimate "
+            "a cell's noise",
+            RegimesWarning,
+            stacklevel=4,
+        )
+        frame = frame.filter(pl.col("_n") > 1)
+    return frame.drop("_n")
+
+
+def prepare_trials(
+    df: Any, x: str, y: str, by: str | Sequence[str] | None, session: str | None
+) -> tuple[pl.DataFrame, list[str]]:
+    """Validate the trial table and make it ready for analysis.
+
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        The trial table.
+    x, y : str
+        The position and measured columns (see :func:`regimes.validate_trials`).
+    by : str or sequence of str or None
+        Group columns; ``None`` takes every case column present except ``x``.
+    session : str or None
+        Column naming each trial's process; ``None`` joins those of
+        :data:`SESSION_COLUMNS` present.
+
+    Returns
+    -------
+    frame : polars.DataFrame
+        The trials, with ``_session`` (process key, text) and ``_ly`` (log of ``y``).
+    group_columns : list of str
+
+    Raises
+    ------
+    RegimesInputError
+        When the table fails validation, ``by`` or ``session`` name missing columns, or
+        every cell holds a single trial.
+    """
+    frame = validate_trials(df, x=x, y=y)
+    group_columns = _group_columns(frame, x, by)
+    frame = _drop_duplicates(frame)
+    frame = frame.with_columns(_session_key(frame, session), pl.col(y).log().alias("_ly"))
+    return _drop_single_trial_cells(frame, [*group_columns, x], x), group_columns

@@ -1,0 +1,110 @@
+"""The four H200 history runs: a first-visit cost where cuDNN's SDPA builds a plan per KV
+length, and none where warm-ups, another SDPA backend or float32 avoid it.
+
+gpt2 (random weights), SDPA attention, budgets 64..512 in fresh-process sessions:
+
+``nowarmup``  float16, ``warmup_policy = "none"``, budgets shuffled: the cost is paid in
+              the measured trials (about 33 ms per new KV length on top of 4 ms a step);
+``percase``   float16, a warm-up of every case before its first measured trial: the
+              warm-ups pay it, the measured trials do not;
+``nocudnn``   float16, cuDNN SDPA disabled: no plan per length, no cost;
+``float32``   float32 (cuDNN SDPA does not serve it): no cost.
+
+Each test is skipped only while its run is not committed.
+"""
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import regimes
+from regimes.explain.history import NO_FIRST_VISITS, history_anomalies, history_effect
+
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+RUNS = ("nowarmup", "percase", "nocudnn", "float32")
+NEGLIGIBLE_S = 0.003
+"""A cost below 3 ms per new length, an order of magnitude under cuDNN's, is none."""
+
+
+def read(name: str) -> regimes.Run:
+    path = DATA / f"cuda-h200-history-{name}"
+    if not path.exists():
+        pytest.skip("run not committed yet")
+    return regimes.read_run(path)
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def run(request):
+    return request.param, read(request.param)
+
+
+def test_run_carries_its_provenance_and_keeps_its_warm_ups(run):
+    name, data = run
+    spec, environment = data.meta["spec"], data.meta["environment"]
+    assert set(data.trials["backend"]) == {"cuda"} and set(data.trials["device"]) == {"NVIDIA H200"}
+    assert spec["weights"] == "random" and spec["isolation"] == "process"
+    assert "cudnn" in json.dumps(environment).lower(), "the cuDNN version is recorded"
+    assert (data.trials["new_tokens"] == data.trials["budget"]).all()
+    assert data.errors.height == 0
+    policy = spec["warmup_policy"]
+    assert policy == ("per-case" if name == "percase" else "none")
+    has_warmups = data.trials["warmup"].any()
+    assert has_warmups == (policy != "none"), "warm-ups stay in the table"
+    dtypes = set(data.trials["dtype"])
+    assert dtypes == ({"float32"} if name == "float32" else {"float16"})
+    assert "sdpa" in json.dumps(spec["attn_implementation"])
+    if name == "nocudnn":
+        assert "cudnn" not in json.dumps(spec["sdpa_backends"]).lower()
+    elif "sdpa_backends" in spec:
+        assert "cudnn" in json.dumps(spec["sdpa_backends"]).lower()
+
+
+def test_without_warm_ups_each_new_kv_length_costs_30_to_37_ms():
+    data = read("nowarmup")
+    result = history_effect(data.trials)
+    assert result.effects.height >= 1 and result.untested.height == 0, result.summary()
+    for effect in result.effects.iter_rows(named=True):
+        assert 0.030 <= effect["first_visit_s"] <= 0.037, result.summary()
+        assert effect["significant"] and effect["q_value"] < 0.01
+        assert effect["ci_high"] - effect["ci_low"] < 0.01
+
+
+def test_every_anomaly_of_the_no_warm_up_run_is_history_not_a_budget_regime():
+    data = read("nowarmup")
+    report = regimes.detect_regimes(data.trials)
+    linked = history_anomalies(report, data.trials)
+    assert set(linked["history_verdict"]) <= {"history"}, linked
+
+
+def test_per_case_warm_ups_leave_no_first_visit_in_the_measured_trials():
+    data = read("percase")
+    result = history_effect(data.trials)
+    untested = set(result.untested["reason"])
+    assert untested <= {NO_FIRST_VISITS}, result.summary()
+    for effect in result.effects.iter_rows(named=True):
+        assert effect["ci_low"] <= 0.0 <= effect["ci_high"] and not effect["significant"]
+    warmups = result.trials.filter(pl.col("warmup"))
+    assert (warmups["n_new_lengths"] > 0).any(), "the warm-ups met the new lengths"
+
+
+@pytest.mark.parametrize("name", ["nocudnn", "float32"])
+def test_without_cudnn_sdpa_new_lengths_cost_nothing_measurable(name):
+    data = read(name)
+    result = history_effect(data.trials)
+    assert result.effects.height >= 1 and result.untested.height == 0, result.summary()
+    for effect in result.effects.iter_rows(named=True):
+        assert abs(effect["first_visit_s"]) < NEGLIGIBLE_S and effect["ci_high"] < NEGLIGIBLE_S
+
+
+@pytest.mark.parametrize("name", ["nocudnn", "float32"])
+def test_without_cudnn_sdpa_the_cost_is_not_significant(name):
+    result = history_effect(read(name).trials)
+    assert not result.effects["significant"].any(), result.summary()
+
+
+@pytest.mark.parametrize("name", ["percase", "nocudnn", "float32"])
+def test_controls_are_smooth(name):
+    report = regimes.detect_regimes(read(name).trials)
+    assert report.anomalies.height == 0, report.summary()
