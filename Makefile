@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 LOCK   := constraints/lock.txt
 # torch is pinned to the CPU build that the lock names; the lock pins everything else.
 TORCH  := torch==2.13.0
-EXTRAS := collect,test,docs,lint
+EXTRAS := collect,test,docs,lint,fleet
 
 FLOORS_VENV := build/floors-venv
 LOCK_VENV   := build/lock-venv

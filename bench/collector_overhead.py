@@ -1,4 +1,4 @@
-"""Measure what the collector adds to what it measures, and what injection achieves.
+"""Measure how much the collector adds to what it measures, and whether injection hits its factor.
 
 Four paired comparisons on the same model and prompt, each run interleaved (the two
 arms alternate, and the arm that goes first alternates from pair to pair, so drift and

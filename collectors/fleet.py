@@ -50,7 +50,7 @@ from ._fleet.hosts import (
     unit_spec,
     validate_fleet,
 )
-from ._fleet.remote import probe
+from ._fleet.remote import probe_workers
 from ._lock import RunLock
 from ._schedule import plan_session
 from ._state import RunState, check_run_dir, remove_stale_temp_files
@@ -104,12 +104,8 @@ def probe_fleet(client: Any, wait_s: float = 10.0) -> dict[str, Host]:
             f"no worker connected to the scheduler at {address} within {wait_s:g} s; "
             f"start one on each machine with: dask worker {address}"
         ) from None
-    probes = client.run(probe, on_error="return")
-    for worker, seen in list(probes.items()):
-        if isinstance(seen, BaseException):
-            print(f"fleet: worker {worker} left out: {seen!r}", file=sys.stderr)
-            del probes[worker]
-    return group_hosts(probes)
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return group_hosts(probe_workers(client, workers))
 
 
 def _fleet_meta(spec: SweepSpec, command: list[str] | None) -> dict[str, Any]:

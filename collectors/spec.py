@@ -82,10 +82,6 @@ __all__ = [
 
 ISOLATIONS: tuple[str, ...] = ("none", "process")
 
-FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
-"""How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
-can run them: each session once on one host, or every session on every host."""
-
 WARMUP_POLICIES: tuple[str, ...] = ("per-case", "none", "max-first")
 """How a session warms up: each case before its first measured trial in a process,
 not at all, or once per loaded model at the session's largest budget."""
@@ -101,6 +97,10 @@ ATTN_IMPLEMENTATIONS: tuple[str, ...] = (
 
 SDPA_BACKENDS: tuple[str, ...] = ("cudnn", "flash", "efficient", "math")
 """Kernels of :func:`torch.nn.functional.scaled_dot_product_attention`, by short name."""
+
+FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
+"""How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
+can run them: each session once on one host, or every session on every host."""
 
 # A hub id is "name" or "org/name" made of letters, digits, '-', '_' and '.'.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -441,10 +441,10 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "instrument": _flag,
     "engine": _one_of(ENGINES),
     "seed": _integer(None),
+    "fleet_sessions": _one_of(FLEET_SESSIONS),
     "inject": _inject,
     "attn_implementation": _attn_implementation,
     "sdpa_backends": _sdpa_backends,
-    "fleet_sessions": _one_of(FLEET_SESSIONS),
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
@@ -500,6 +500,9 @@ class SweepSpec:
         ``"generate"`` or ``"loop"``.
     seed : int
         Seed of the schedule's shuffles, the prompts and the random weights.
+    fleet_sessions : str
+        On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
+        has its backend, ``"every-host"`` runs every session on every such host.
     inject : Injection or None
         A known slowdown over a budget interval (fault injection; the data are then
         synthetic).
@@ -514,9 +517,6 @@ class SweepSpec:
         ``"per-case"`` (each case's ``warmup`` warm-ups just before its first measured
         trial in a process), ``"none"`` or ``"max-first"`` (``warmup`` warm-ups at the
         largest budget of each loaded model before anything is measured with it).
-    fleet_sessions : str
-        On a fleet (``--cluster``): ``"shared"`` runs each session on one host that
-        has its backend, ``"every-host"`` runs every session on every such host.
 
     See Also
     --------
@@ -544,11 +544,11 @@ class SweepSpec:
     instrument: bool = False
     engine: str = "generate"
     seed: int = 0
+    fleet_sessions: str = "shared"
     inject: Injection | None = None
     attn_implementation: tuple[str | None, ...] = (None,)
     sdpa_backends: tuple[str, ...] | None = None
     warmup_policy: str = "per-case"
-    fleet_sessions: str = "shared"
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

@@ -45,10 +45,12 @@ __all__ = [
     "BackendResult",
     "BoundaryAlignment",
     "ComparisonResult",
+    "HistoryResult",
     "MemoryConfound",
     "MemoryResult",
     "PhaseAttribution",
     "PhaseResult",
+    "RefineResult",
     "RegimeReport",
     "RegimeResult",
     "RegimesInputError",
@@ -63,10 +65,12 @@ __all__ = [
     "compare_backends",
     "compare_runs",
     "detect_regimes",
+    "history_effect",
     "load",
     "memory_confound",
     "published_gpt2_medium",
     "read_run",
+    "refine_boundaries",
     "save",
     "simulate_sweep",
     "validate_trials",
@@ -84,9 +88,13 @@ _LAZY: dict[str, str] = {
     "PhaseResult": "regimes.explain.phases",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
+    "HistoryResult": "regimes.explain.history",
+    "history_effect": "regimes.explain.history",
     "MemoryResult": "regimes.explain.memory",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
+    "RefineResult": "regimes.refine",
+    "refine_boundaries": "regimes.refine",
     "RegimeReport": "regimes.detect",
     "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
@@ -114,8 +122,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         align_boundaries,
     )
     from regimes.explain.backends import BackendComparison, BackendResult, compare_backends
+    from regimes.explain.history import HistoryResult, history_effect
     from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
     from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
+    from regimes.refine import RefineResult, refine_boundaries
     from regimes.speedup import SpeedupResult, cache_speedup
 
 

@@ -23,9 +23,10 @@ The method, with its references, is described in ``docs/method.md``.
 from __future__ import annotations
 
 import math
+import textwrap
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -46,6 +47,7 @@ from regimes._stats.trends import SmoothTrend, trend_coordinate
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
 from regimes.errors import RegimesInputError, RegimesWarning
+from regimes.explain.history import detection_note
 
 __all__ = ["RegimeResult", "detect_regimes"]
 
@@ -112,6 +114,9 @@ class RegimeResult(AnalysisResult):
         The columns that form a group.
     params : dict
         The call's arguments.
+    history_note : str or None
+        Which anomalies process history explains, or may explain, when their trials met
+        KV lengths for the first time (:func:`regimes.explain.history.detection_note`).
     """
 
     _tables: ClassVar[tuple[str, ...]] = ("anomalies", "change_points", "curve", "groups")
@@ -127,6 +132,7 @@ class RegimeResult(AnalysisResult):
     y: str
     group_columns: list[str]
     params: dict[str, Any]
+    history_note: str | None = None
 
     def _label(self, row: dict[str, Any]) -> str:
         """Label a group by the columns that tell this call's groups apart."""
@@ -194,6 +200,8 @@ class RegimeResult(AnalysisResult):
         lines.append("=" * _WIDTH)
         for row in self.untested.iter_rows(named=True):
             lines.append(f"Not testable here: {self._label(row)}: {row['reason']}")
+        if self.history_note:
+            lines += textwrap.wrap(f"History: {self.history_note}", _WIDTH)
         return "\n".join(lines)
 
     def _section(
@@ -806,7 +814,10 @@ def detect_regimes(
         change_points += rows
         candidates += _test_candidates(fit, kept, direction, level)
     decision = _decide(change_points, candidates, alpha, min_ratio, direction)
-    return _assemble(cells, index, fits, taus, (change_points, candidates, decision), frame, params)
+    result = _assemble(
+        cells, index, fits, taus, (change_points, candidates, decision), frame, params
+    )
+    return replace(result, history_note=detection_note(result, df))
 
 
 def _assemble(

@@ -31,7 +31,7 @@ from .._schedule import plan_session
 from .._state import CASE_FIELDS, RunState
 from ..spec import SweepSpec
 from .hosts import Host, Unit, group_hosts, record_hosts, unit_spec
-from .remote import UnitOrder, probe, run_unit
+from .remote import UnitOrder, probe_workers, run_unit
 
 __all__ = ["FleetRun"]
 
@@ -245,7 +245,7 @@ class FleetRun:
         self.hosts = {n: h for n, h in self.hosts.items() if h.workers}
         joined = sorted(live - known)
         if joined:
-            probes = self.client.run(probe, workers=joined, on_error="ignore")
+            probes = probe_workers(self.client, joined)
             for name, host in group_hosts(probes).items():
                 if name in self.hosts:
                     self.hosts[name].workers.extend(host.workers)

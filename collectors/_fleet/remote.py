@@ -10,6 +10,7 @@ parquet part sent back through a :class:`distributed.Queue` as soon as it is wri
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from .._events import Event
 from .._progress import Progress
 from .._session import host_name
 
-__all__ = ["TABLES", "UnitOrder", "offered_backends", "probe", "run_unit"]
+__all__ = ["TABLES", "UnitOrder", "offered_backends", "probe", "probe_workers", "run_unit"]
 
 TABLES: tuple[str, ...] = ("trials", "steps", "errors")
 """The run tables a unit sends back, in the order a trial writes them."""
@@ -52,6 +53,25 @@ def probe() -> dict[str, Any]:
     environment["hostname"] = host
     devices = {b: environment["backends"][b].get("device") for b in offered}
     return {"host": host, "backends": list(offered), "devices": devices, "environment": environment}
+
+
+def probe_workers(client: Any, workers: list[str]) -> dict[str, dict[str, Any]]:
+    """Run :func:`probe` on each of ``workers`` as a task; map each address to its answer.
+
+    A task, not ``Client.run``: the probe imports torch, which would block the worker's
+    event loop (and its heartbeats) for seconds. A worker whose probe fails is left out
+    with a line on stderr.
+    """
+    futures = {
+        w: client.submit(probe, workers=[w], allow_other_workers=False, pure=False) for w in workers
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for worker, future in futures.items():
+        try:
+            out[worker] = future.result()
+        except Exception as exc:  # a worker without torch or regimes: say so, go on
+            print(f"fleet: worker {worker} left out: {exc!r}", file=sys.stderr)
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The ``regimes`` command: one subcommand per module, errors as one line.
 
-Each subcommand's module exports ``register(subparsers)``: ``analyze``, ``report`` and
-``compare`` live here (:mod:`regimes.cli.analyze`, :mod:`regimes.cli.report`,
-:mod:`regimes.cli.compare`), ``collect`` with the code it drives (:mod:`collectors.cli`,
+Each subcommand's module exports ``register(subparsers)``: ``analyze``, ``report``,
+``compare`` and ``refine`` live here (:mod:`regimes.cli.analyze`,
+:mod:`regimes.cli.report`, :mod:`regimes.cli.compare`, :mod:`regimes.cli.refine`),
+``collect`` with the code it drives (:mod:`collectors.cli`,
 which imports torch only when it runs). Modules are imported when the parser is built,
 so ``import regimes`` stays light.
 
@@ -31,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "regimes.cli.analyze",
     "report": "regimes.cli.report",
     "compare": "regimes.cli.compare",
+    "refine": "regimes.cli.refine",
 }
 """Each subcommand and the module whose ``register`` adds it (in ``--help`` order)."""
 

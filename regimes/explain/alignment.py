@@ -82,6 +82,11 @@ class AlignmentResult(AnalysisResult):
     _tables = ("boundaries", "positions")
     _title = "Boundary alignment"
 
+    @property
+    def tolerance(self) -> int:
+        """Grid steps every bracket was widened by (``params["tolerance"]``)."""
+        return int(self.params["tolerance"])
+
     def summary(self) -> str:
         """One line per boundary: where it sits per prompt and what it follows."""
         head = "Boundary alignment across prompt lengths"

@@ -84,6 +84,16 @@ class BackendResult(AnalysisResult):
     _tables = ("comparisons", "verdicts")
     _title = "Backend specificity"
 
+    @property
+    def alpha(self) -> float:
+        """False discovery rate of the specificity tests (``params["alpha"]``)."""
+        return float(self.params["alpha"])
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals (``params["level"]``)."""
+        return float(self.params["level"])
+
     def summary(self) -> str:
         """One line per comparison, then the verdict per anomaly."""
         head = (

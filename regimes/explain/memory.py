@@ -119,6 +119,21 @@ class MemoryResult(AnalysisResult):
     _tables = ("effects",)
     _title = "Memory confound"
 
+    @property
+    def memory(self) -> str:
+        """The memory column held fixed (``params["memory"]``)."""
+        return str(self.params["memory"])
+
+    @property
+    def alpha(self) -> float:
+        """False discovery rate of the verdicts (``params["alpha"]``)."""
+        return float(self.params["alpha"])
+
+    @property
+    def cov_type(self) -> str:
+        """Covariance of every fit (``params["cov_type"]``)."""
+        return str(self.params["cov_type"])
+
     def summary(self) -> str:
         """One line per anomaly: the effect before and after holding memory fixed."""
         p = self.params

@@ -123,6 +123,16 @@ class PhaseResult(AnalysisResult):
     _tables = ("phases",)
     _title = "Phase attribution"
 
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals (``params["level"]``)."""
+        return float(self.params["level"])
+
+    @property
+    def n_boot(self) -> int:
+        """Bootstrap replicates drawn (``params["n_boot"]``)."""
+        return int(self.params["n_boot"])
+
     def summary(self) -> str:
         """One line per anomaly: excess per phase and the share decode carries."""
         head = (

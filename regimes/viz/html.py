@@ -14,9 +14,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,15 @@ from regimes.errors import RegimesInputError
 from regimes.viz import _findings, _page
 from regimes.viz import _style as style
 from regimes.viz import charts as plot
+from regimes.viz._explanations import Explanation, run_explanations
 from regimes.viz._frames import GROUP_FIELD, group_labels, report_axes
+from regimes.viz._sections import (
+    ChartSection,
+    chart_sections,
+    compare,
+    comparison_section,
+    try_speedup,
+)
 from regimes.viz._tables import (
     escape,
     flatten,
@@ -47,27 +54,6 @@ __all__ = [
     "headlines",
     "result_summary",
 ]
-
-
-@dataclass(frozen=True)
-class ChartSection:
-    """A chart in the report with its heading and a sentence on how to read it."""
-
-    key: str
-    title: str
-    caption: str
-    chart: alt.TopLevelMixin
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """An explanation of the anomalies (phase, backend, memory, prompt length)."""
-
-    key: str
-    title: str
-    result: Any
-    table: pl.DataFrame
-    chart: alt.TopLevelMixin | None = None
 
 
 @dataclass
@@ -509,13 +495,13 @@ def build_report(
     x, y, group_columns = report_axes(regimes)
     trials = validate_trials(run.trials, x=x, y=y, required=[*group_columns, x, y])
     if speedup is None:
-        speedup = _try_speedup(run.trials, (x, y), by, detect_options, notes)
-    charts = _chart_sections(regimes, speedup, trials, (max_panels, heatmap_min_groups), notes)
+        speedup = try_speedup(run.trials, (x, y), by, detect_options, notes)
+    charts = chart_sections(regimes, speedup, trials, (max_panels, heatmap_min_groups), notes)
     comparison = None
     if baseline is not None:
-        comparison = _compare(baseline, run.trials, (x, y), by, detect_options)
+        comparison = compare(_as_run(baseline).trials, run.trials, (x, y), by, detect_options)
         if comparison.shift.height:
-            charts.insert(1, _comparison_section(comparison))
+            charts.insert(1, comparison_section(comparison))
         else:
             notes.append(
                 "No curve of this run matches one of the base run on "
@@ -531,7 +517,7 @@ def build_report(
         charts=charts,
         notes=notes,
         errors=run.errors,
-        explanations=_explanations(run.trials, trials, regimes, detect_options, notes),
+        explanations=run_explanations(run.trials, trials, regimes, detect_options, notes),
         comparison=comparison,
     )
 
@@ -542,205 +528,6 @@ def _as_run(source: Any) -> Run:
     if isinstance(source, (str, os.PathLike)):
         return read_run(source)
     return Run(as_polars(source), pl.DataFrame(), pl.DataFrame(), {}, None)
-
-
-_SHARED_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level", "penalty", "session")
-"""Options of ``detect_regimes`` that ``cache_speedup`` takes too (not ``direction``)."""
-
-
-def _try_speedup(
-    trials: pl.DataFrame,
-    axes: tuple[str, str],
-    by: Sequence[str] | None,
-    detect_options: dict[str, Any],
-    notes: list[str],
-) -> Any:
-    """Return the cache speedup when both cache settings were measured, else ``None``."""
-    if "use_cache" not in trials.columns or trials["use_cache"].drop_nulls().n_unique() < 2:
-        return None
-    from regimes.speedup import cache_speedup
-
-    options = {k: v for k, v in detect_options.items() if k in _SHARED_OPTIONS}
-    speedup_by = None if by is None else [c for c in by if c != "use_cache"]
-    try:
-        return cache_speedup(trials, x=axes[0], y=axes[1], by=speedup_by, **options)
-    except RegimesInputError as exc:  # e.g. no budget measured both ways
-        notes.append(f"KV-cache speedup not analysed: {exc}")
-        return None
-
-
-_COMPARE_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level")
-"""Options of ``detect_regimes`` that ``compare_runs`` takes too."""
-
-
-def _compare(
-    baseline: Any,
-    trials: pl.DataFrame,
-    axes: tuple[str, str],
-    by: Sequence[str] | None,
-    detect_options: dict[str, Any],
-) -> Any:
-    """Compare the run with the base run, each detected with the same options."""
-    from regimes.compare import compare_runs
-
-    options = {k: v for k, v in detect_options.items() if k in _COMPARE_OPTIONS}
-    base = _as_run(baseline).trials
-    return compare_runs(base, trials, x=axes[0], y=axes[1], by=by, **options)
-
-
-def _comparison_section(comparison: Any) -> ChartSection:
-    caption = (
-        "The base run in grey, this run in blue: medians with their CI bands, each run's "
-        "regimes shaded in its colour, and each regime's status written at its foot with "
-        "its ratio over trend, new over base. The strip is this run's level over the base's."
-    )
-    chart = plot.comparison_chart(comparison)
-    return ChartSection("comparison", "Against the base run", caption, chart)
-
-
-def _chart_sections(
-    regimes: Any,
-    speedup: Any,
-    trials: pl.DataFrame,
-    limits: tuple[int, int],
-    notes: list[str],
-) -> list[ChartSection]:
-    """Every chart the data supports, in page order."""
-    x, y, group_columns = report_axes(regimes)
-    max_panels, heatmap_min_groups = limits
-    labels, _ = group_labels(regimes.curve, group_columns)
-    charts = [_latency_section(regimes, trials, labels, max_panels, notes)]
-    if labels.height >= heatmap_min_groups:
-        caption = (
-            f"Colour is the median {style.quantity(y)} over its smooth trend (log "
-            "scale; orange slower, blue faster); anomalous intervals are outlined."
-        )
-        overview = plot.overview_heatmap(regimes)
-        charts.append(ChartSection("heatmap", "Every group against its trend", caption, overview))
-    if speedup is not None:
-        caption = (
-            "Cache-off over cache-on latency with its CI; shaded: significant collapses below "
-            "the speedup trend, labelled with their ratio and CI; the grey rule is 1× (no gain)."
-        )
-        chart = plot.speedup_chart(speedup, x=x)
-        charts.append(ChartSection("speedup", "KV-cache speedup", caption, chart))
-    if _is_instrumented(trials):
-        caption = (
-            "Median prefill and decode time stacked per budget; the tick is the median "
-            "end-to-end latency."
-        )
-        chart = plot.phase_chart(trials, x=x, by=group_columns)
-        charts.append(ChartSection("phases", "Prefill and decode", caption, chart))
-    return charts
-
-
-def _latency_section(
-    regimes: Any, trials: pl.DataFrame, labels: pl.DataFrame, max_panels: int, notes: list[str]
-) -> ChartSection:
-    x, y, group_columns = report_axes(regimes)
-    order = labels[GROUP_FIELD].to_list()
-    shown: list[str] | None = None
-    if len(order) > max_panels:
-        flagged = _findings.labelled(regimes.anomalies, group_columns, labels)
-        strongest = (
-            flagged.group_by(GROUP_FIELD)
-            .agg(pl.col("ratio").log().abs().max().alias("s"))
-            .sort("s", descending=True)[GROUP_FIELD]
-            .to_list()
-        )
-        shown = (strongest + [g for g in order if g not in strongest])[:max_panels]
-        notes.append(
-            f"The latency chart shows {max_panels} of {len(order)} groups (those with the "
-            "strongest anomalies first); the heatmap shows them all."
-        )
-    caption = (
-        "Faint points: trials. Line and band: median and its bootstrap CI. Dashed: the "
-        "smooth trend. Shaded: significant anomalies, labelled with their ratio over the "
-        "trend and its CI. Orange rules: change points. Drag across the strip below the "
-        "panels to zoom into a boundary; the menu under the chart shows one group."
-    )
-    title = f"{style.quantity(y).capitalize()} by {style.quantity(x)}"
-    chart = plot.latency_chart(regimes, trials, groups=shown)
-    return ChartSection("latency", title, caption, chart)
-
-
-_MEMORY_COLUMNS = ("mem_driver_bytes", "mem_allocated_bytes", "rss_bytes")
-
-_Plan = tuple[str, str, Callable[[], Any], str]
-
-
-def _explanation_plans(
-    trials_raw: pl.DataFrame, trials: pl.DataFrame, regimes: Any, detect_options: dict[str, Any]
-) -> list[_Plan]:
-    """Plan the explanations the data supports: ``(key, title, run, main table)``."""
-    from regimes.explain.alignment import align_boundaries
-    from regimes.explain.backends import compare_backends
-    from regimes.explain.memory import memory_confound
-    from regimes.explain.phases import attribute_phases
-
-    group_columns = report_axes(regimes)[2]
-    shared = {k: v for k, v in detect_options.items() if k in ("alpha", "level")}
-    boot = {k: v for k, v in detect_options.items() if k in ("n_boot", "seed", "level")}
-    plans: list[_Plan] = []
-    run: Callable[[], Any]
-    if _is_instrumented(trials):
-        title = "Prefill or decode: where the excess time goes"
-        plans.append(
-            ("phases", title, partial(attribute_phases, trials_raw, regimes, **boot), "phases")
-        )
-    if "backend" in group_columns and trials["backend"].n_unique() >= 2:
-        title = "Is it specific to one backend?"
-        run = partial(compare_backends, trials_raw, regimes, **shared)
-        plans.append(("backends", title, run, "comparisons"))
-    memory = next(
-        (c for c in _MEMORY_COLUMNS if c in trials.columns and trials[c].drop_nulls().len() > 0),
-        None,
-    )
-    if memory is not None:
-        alpha = shared.get("alpha", 0.05)
-        run = partial(memory_confound, trials_raw, regimes, memory, alpha=alpha)
-        plans.append(("memory", f"Does memory ({memory}) explain it?", run, "effects"))
-    if "prompt_tokens" in group_columns and trials["prompt_tokens"].n_unique() >= 2:
-        title = "Does it follow the budget or the total length?"
-        plans.append(
-            ("alignment", title, partial(align_boundaries, trials_raw, regimes), "boundaries")
-        )
-    return plans
-
-
-def _explanations(
-    trials_raw: pl.DataFrame,
-    trials: pl.DataFrame,
-    regimes: Any,
-    detect_options: dict[str, Any],
-    notes: list[str],
-) -> list[Explanation]:
-    """Run each explanation the data supports on the anomalies found.
-
-    Phases need instrumented trials, backends two backends or more, memory a memory
-    reading, alignment two prompt lengths or more. One that cannot run on this data
-    leaves a note saying why instead of stopping the report.
-    """
-    if regimes.anomalies.height == 0:
-        return []
-    done = []
-    for key, title, run, table in _explanation_plans(trials_raw, trials, regimes, detect_options):
-        try:
-            result = run()
-        except RegimesInputError as exc:
-            notes.append(f"{title} not analysed: {exc}")
-            continue
-        # The phases are drawn stacked per budget among the charts; here, their excess.
-        chart = plot.phase_excess_chart(result) if key == "phases" else plot.result_chart(result)
-        done.append(Explanation(key, title, result, getattr(result, table), chart))
-    return done
-
-
-def _is_instrumented(trials: pl.DataFrame) -> bool:
-    if not {"prefill_s", "decode_s"} <= set(trials.columns):
-        return False
-    both = pl.col("prefill_s").is_not_null() & pl.col("decode_s").is_not_null()
-    return bool(trials.select(both.any()).item())
 
 
 def result_summary(result: Any) -> str:

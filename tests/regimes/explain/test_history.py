@@ -45,6 +45,7 @@ def history_sweep(
     regime: tuple[int, int, float] | None = None,
     model: str = "gpt2",
     cv: float = 0.03,
+    budgets: Sequence[int] = BUDGETS,
 ) -> pl.DataFrame:
     """A synthetic sweep: ``sessions`` fresh processes, ``trials`` rounds over BUDGETS.
 
@@ -60,7 +61,7 @@ def history_sweep(
         plan = [
             b
             for _ in range(trials)
-            for b in (order if order is not None else rng.permutation(BUDGETS))
+            for b in (order if order is not None else rng.permutation(budgets))
         ]
         factor = float(np.exp(rng.normal(0.0, 0.03)))
         process, seen, warmed, planned = 0, set(), set(), []
@@ -68,7 +69,7 @@ def history_sweep(
             if index == 0 or fresh_process_per_trial:
                 process, seen, warmed = process + 1, set(), set()
                 if warmup_policy == "max-first":
-                    planned.append((max(BUDGETS), True, process))
+                    planned.append((max(budgets), True, process))
             if warmup_policy == "per-case" and budget not in warmed:
                 warmed.add(budget)
                 planned.append((int(budget), True, process))
@@ -229,7 +230,7 @@ def test_a_real_budget_regime_does_not_bias_the_cost(cost):
 
 
 def test_intervals_cover_and_the_null_is_rarely_rejected_over_seeds():
-    # 40 synthetic sweeps each; the docstring's figures come from 200
+    # 40 synthetic sweeps each; the module docstring's figures come from 400
     covered = sum(
         (lambda e: e["ci_low"] <= FIRST_VISIT_S <= e["ci_high"])(
             only_effect(history_effect(history_sweep("none", seed=seed)))
@@ -396,3 +397,22 @@ def test_history_note_for_reports():
     confounded = history_sweep("none", order=FIXED_ORDER, sessions=5, trials=1)
     note = history_note(confounded, detect(confounded))
     assert note is not None and "cannot tell that cost from a budget regime" in note
+
+
+def test_detect_regimes_points_to_history_when_it_explains_an_anomaly():
+    sweep = history_sweep("none", sessions=6, trials=1, seed=0)
+    report = detect(sweep)
+    assert report.anomalies.height == 1
+    assert "is a first-visit cost, not a budget regime" in report.history_note
+    assert report.history_note.endswith("See regimes.history_effect.")
+    assert "History: The anomaly at" in report.summary()
+    confounded = detect(history_sweep("none", order=FIXED_ORDER, sessions=5, trials=1))
+    assert "cannot tell that cost from a budget regime" in confounded.history_note
+
+
+def test_detect_regimes_says_nothing_of_history_when_it_has_no_part():
+    real = detect(history_sweep("none", regime=(224, 288, 2.0)))
+    assert real.anomalies.height == 1 and real.history_note is None
+    no_order = detect(history_sweep("none", sessions=6, trials=1, seed=0).drop("order"))
+    assert no_order.history_note is None
+    assert "History:" not in no_order.summary()

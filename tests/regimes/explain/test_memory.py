@@ -203,6 +203,8 @@ def test_result_follows_the_protocol(result_protocol):
     result = memory_confound(df, report_for(df))
     result_protocol(result, regimes.MemoryResult, regimes.MemoryConfound)
     assert result.params["memory"] == "mem_driver_bytes" and result.params["level"] == 0.95
+    # the former fields stay readable
+    assert (result.memory, result.alpha, result.cov_type) == ("mem_driver_bytes", 0.05, "HC3")
 
 
 def test_level_is_the_interval_and_alpha_only_the_verdict():
