@@ -87,7 +87,12 @@ def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
 
 
 def _next_session(meta: dict[str, Any], state_sessions: set[int]) -> int:
-    known = set(range(stored_spec(meta).sessions)) | state_sessions
+    base = stored_spec(meta)
+    known = set(range(base.sessions)) | state_sessions
+    if base.fleet_sessions == "every-host":
+        # a fleet gives host number r sessions r * sessions .. (see collectors.fleet)
+        hosts = meta.get("fleet", {}).get("host_order", [])
+        known.update(range(len(hosts) * base.sessions))
     for entry in meta.get("batches", []):
         known.update(entry["sessions"])
     return max(known, default=-1) + 1

@@ -231,13 +231,18 @@ def _result(
     )
 
 
-def _run_meta(spec: SweepSpec, command: list[str] | None) -> dict[str, Any]:
+def _run_meta(
+    spec: SweepSpec, command: list[str] | None, hygiene: dict[str, Any] | None
+) -> dict[str, Any]:
     from .environment import environment_metadata
+    from .hygiene import collect_env_text, machine_state
 
     meta: dict[str, Any] = {
         "spec": spec.to_dict(),
         "command": command if command is not None else list(sys.argv),
         "environment": environment_metadata(spec.backends),
+        "hygiene": hygiene if hygiene is not None else machine_state(),
+        "collect_env": collect_env_text(),
     }
     if spec.inject is not None:
         # Fault injection makes the latencies synthetic; say so where every reader looks.
@@ -254,6 +259,7 @@ def run_sweep(
     compact: bool = True,
     command: list[str] | None = None,
     lock_wait_s: float = 10.0,
+    hygiene: dict[str, Any] | None = None,
 ) -> SweepResult:
     """Run (or resume) ``spec`` into ``run_dir`` and say how far it got.
 
@@ -279,6 +285,10 @@ def run_sweep(
         The command line recorded in ``meta.json`` (default ``sys.argv``).
     lock_wait_s : float, default 10.0
         How long to wait for another process still writing to ``run_dir``.
+    hygiene : dict, optional
+        How quiet the machine is, recorded in ``meta.json`` (default: looked at now
+        with :func:`collectors.hygiene.machine_state`; ``regimes collect`` looks
+        before it starts, to warn).
 
     Returns
     -------
@@ -312,7 +322,7 @@ def run_sweep(
     """
     call = _Call(max_seconds, progress, compact, lock_wait_s)
     target = Path(run_dir)
-    meta = _run_meta(spec, command)
+    meta = _run_meta(spec, command, hygiene)
     check_run_dir(spec, target)
     target.mkdir(parents=True, exist_ok=True)
     with RunLock(target, lock_wait_s) as lock, Interrupts() as interrupts:
@@ -357,6 +367,7 @@ def collect_budgets(
     compact: bool = True,
     command: list[str] | None = None,
     lock_wait_s: float = 10.0,
+    hygiene: dict[str, Any] | None = None,
 ) -> SweepResult:
     """Measure ``budgets`` with the run's own spec in fresh sessions, appended to the run.
 
@@ -385,7 +396,7 @@ def collect_budgets(
     batch : str, optional
         A name for the batch: a named batch that exists is resumed (its settings must
         match). Default: ``batch-N``.
-    max_seconds, progress, compact, command, lock_wait_s
+    max_seconds, progress, compact, command, lock_wait_s, hygiene
         As in :func:`run_sweep` (``progress`` defaults to False here).
 
     Returns
@@ -428,7 +439,7 @@ def collect_budgets(
     with RunLock(target, lock_wait_s) as lock, Interrupts() as interrupts:
         remove_stale_temp_files(target)
         claimed = claim_batch(target, overrides, sessions, batch)
-        meta = {**_run_meta(base, command), "batch": claimed.name}
+        meta = {**_run_meta(base, command, hygiene), "batch": claimed.name}
         del meta["spec"]
         writer = RunWriter(target, meta)
         pending = dict.fromkeys(claimed.sessions, claimed.spec)

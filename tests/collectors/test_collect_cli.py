@@ -188,3 +188,95 @@ def test_collect_help_lists_the_options(flag, capsys):
     text = capsys.readouterr().out
     for option in ("--max-seconds", "-o RUN_DIR", "--no-compact", "--quiet"):
         assert option in text
+
+
+# -- failures are visible to scripts; hygiene is recorded and warned about -------------
+
+ONE_FAILING = textwrap.dedent(
+    """
+    models = ["tiny-gpt2"]
+    backends = ["cpu"]
+    use_cache = [true]
+    prompt_tokens = [4]
+    budgets = [2, 3]
+    trials = 1
+    warmup = 0
+    sessions = 2
+    """
+)
+
+
+def test_collect_exits_non_zero_with_a_count_when_a_case_failed(tmp_path, capsys, monkeypatch):
+    from collectors import engines
+
+    real = engines.run_generation
+
+    def failing(loaded, backend, input_ids, *, budget, **kwargs):
+        if budget == 3:
+            raise RuntimeError("synthetic failure injected by the test")
+        return real(loaded, backend, input_ids, budget=budget, **kwargs)
+
+    monkeypatch.setattr(engines, "run_generation", failing)
+    spec_path = tmp_path / "sweep.toml"
+    spec_path.write_text(ONE_FAILING)
+    out = tmp_path / "run"
+    assert main(["collect", str(spec_path), "-o", str(out), "-q"]) == 4
+    captured = capsys.readouterr()
+    assert "sweep complete" in captured.out
+    assert "2 failed case(s) in 2 session(s)" in captured.err
+    assert regimes.read_run(out).errors.height == 2  # the errors table stays the record
+    assert main(["collect", str(spec_path), "-o", str(out), "-q"]) == 4  # and a rerun says so
+
+
+NO_TORCH = textwrap.dedent(
+    """
+    import importlib.abc, importlib.machinery, sys
+
+    class Refuse(importlib.abc.Loader):
+        def create_module(self, spec):
+            raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+
+        def exec_module(self, module):
+            raise ModuleNotFoundError(f"No module named {module.__name__!r}")
+
+    class NoTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("torch", "transformers"):
+                return importlib.machinery.ModuleSpec(name, Refuse())
+            return None
+
+    sys.meta_path.insert(0, NoTorch())
+    from regimes.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_collect_without_torch_says_to_install_the_collect_extra(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, "collect", str(TINY_CPU), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert "torch" in lines[0] and "pip install 'regimes[collect]'" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_collect_warns_when_the_machine_is_not_quiet_and_records_it(tmp_path, capsys, monkeypatch):
+    from collectors import hygiene
+
+    monkeypatch.setattr(hygiene, "_load_average", lambda: (50.0, 40.0, 30.0))
+    out = tmp_path / "run"
+    assert main(["collect", str(TINY_CPU), "-o", str(out), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "collect: warning: the machine is not quiet" in err and "load average 50.0" in err
+    meta = regimes.read_run(out).meta
+    assert meta["hygiene"]["load_average"] == [50.0, 40.0, 30.0]
+    assert any("load average" in w for w in meta["hygiene"]["warnings"])
+    assert "PyTorch version" in meta["collect_env"]

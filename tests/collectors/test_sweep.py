@@ -229,6 +229,8 @@ def test_finished_run_is_compacted_with_metadata(tiny_run):
     assert SweepSpec.from_dict(meta["spec"]) == spec
     assert meta["command"] == ["test"]
     assert meta["environment"]["backends"]["cpu"]["available"] is True
+    assert isinstance(meta["hygiene"]["warnings"], list) and "busy_processes" in meta["hygiene"]
+    assert "PyTorch version" in meta["collect_env"]
 
 
 def test_rerun_of_a_finished_run_does_nothing(tiny_run):
