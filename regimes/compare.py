@@ -28,7 +28,7 @@ from regimes._compare.tables import build_tables
 from regimes._compare.text import summary_text
 from regimes._result import AnalysisResult
 from regimes._stats.multitest import benjamini_hochberg
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
+from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.detect import RegimeResult
 
 __all__ = ["POWER", "STATUSES", "ComparisonResult", "compare_runs"]
@@ -235,7 +235,8 @@ def compare_runs(
     """
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
-    check_n_boot(n_boot)
+    check_n_boot(n_boot, level=level)
+    check_seed(seed)
     base_frame, base_label = read_source(base, "base")
     new_frame, new_label = read_source(new, "new")
     group_columns = match_columns(base_frame, new_frame, by, x)

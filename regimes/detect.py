@@ -52,7 +52,7 @@ from regimes._stats.regimes import find_regimes, regime_groups
 from regimes._stats.segmentation import bic_penalty, edge_breaks, segment_curves
 from regimes._stats.trends import SmoothTrend, grouped_trends, level_trend, trend_coordinate
 from regimes.data._prepare import prepare_trials
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
+from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.errors import RegimesInputError, RegimesWarning
 from regimes.explain.history import detection_note
 
@@ -332,7 +332,8 @@ def _check_arguments(**params: Any) -> dict[str, Any]:
         raise RegimesInputError(
             f"direction must be one of {DIRECTIONS}, got {params['direction']!r}"
         )
-    check_n_boot(params["n_boot"])
+    check_n_boot(params["n_boot"], level=params["level"])
+    check_seed(params["seed"])
     penalty = params["penalty"]
     if not (math.isfinite(penalty) and penalty > 0):
         raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")

@@ -63,7 +63,7 @@ from regimes._stats.multitest import benjamini_hochberg
 from regimes._stats.resample import cell_replicates
 from regimes._stats.trends import level_trend
 from regimes.data._prepare import prepare_trials
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
+from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.errors import RegimesInputError, RegimesWarning
 from regimes.explain._anomalies import group_label, summary_text
 
@@ -323,7 +323,8 @@ def cache_speedup(
     """
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
-    check_n_boot(n_boot)
+    check_n_boot(n_boot, level=level)
+    check_seed(seed)
     frame, group_columns = _prepare(df, x, y, by, session)
     params = dict(
         x=x,

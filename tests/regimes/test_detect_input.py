@@ -148,3 +148,14 @@ def test_rows_identical_in_every_identifying_column_are_duplicates(trials: pl.Da
     with pytest.warns(RegimesWarning, match="dropped 5 exact duplicate"):
         rep = detect_regimes(pl.concat([trials, trials.head(5), relabelled]))
     assert rep.curve["n"].sum() == trials.height + 5
+
+
+@pytest.mark.parametrize("seed", ["a", -1, True, 1.5])
+def test_a_seed_that_is_not_a_whole_number_is_one_clear_error(trials, seed):
+    with pytest.raises(RegimesInputError, match="seed"):
+        detect_regimes(trials, seed=seed)
+
+
+def test_too_few_replicates_for_the_level_is_one_clear_error(trials):
+    with pytest.raises(RegimesInputError, match="n_boot"):
+        detect_regimes(trials, n_boot=200, level=0.99)
