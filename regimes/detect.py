@@ -3,21 +3,19 @@
 The pipeline, per curve (one group of case columns), all on the log of ``y``, each
 stage a function below:
 
-1. cells ``(group, x)``: median and interval of ``y``; a robust level (one-step Huber),
-   its sampling variance and df from the raw replicates, with session effects removed
-   and disagreeing sessions or trials inflating a cell's variance
-   (:mod:`regimes._stats.levels`); the curve's between-cell variance
-   (:mod:`regimes._stats.between_cell`);
+1. cells ``(group, x)``: median and bootstrap interval of ``y``
+   (:mod:`regimes._stats.bootstrap`); level, sampling variance and df from the raw
+   replicates, with session effects removed and disagreeing sessions or trials
+   inflating a cell's variance (:mod:`regimes._stats.levels`); the curve's between-cell
+   variance (:mod:`regimes._stats.between_cell`);
 2. change points: penalised l2 segmentation of robustly detrended, standardised levels
    (:mod:`regimes._stats.segmentation`), each boundary tested for a jump;
-3. regimes: which segments are normal (the reference level of the curve) and which runs
-   of segments depart from it, neighbours and nested ones apart
-   (:mod:`regimes._stats.regimes`);
-4. each regime tested against the trend of its normal flanks, TREAT-style against
-   ``min_ratio``, scan-adjusted, its boundaries gated by a jump
-   (:mod:`regimes._stats.interval_tests`);
-5. Benjamini-Hochberg over the call's regimes (or each curve's), and separately over
-   its change points.
+3. candidate intervals: every run of consecutive segments, tested against the trend
+   of its flanks with a scan-adjusted p-value (:mod:`regimes._stats.interval_tests`);
+4. Benjamini-Hochberg across every candidate of the call (and separately across every
+   change point); an anomaly is a candidate with ``q < alpha`` whose ratio passes
+   ``min_ratio``, kept greedily by evidence so that anomalies never overlap
+   (:mod:`regimes._stats.candidates`).
 
 The method, with its references, is described in ``docs/method.md``.
 """
@@ -39,18 +37,13 @@ from regimes._result import AnalysisResult, untested_frame
 from regimes._stats.anomaly_table import Interval, anomaly_frame, x_value
 from regimes._stats.between_cell import between_cell_variance, fill_missing_taus
 from regimes._stats.bootstrap import cell_summaries
+from regimes._stats.candidates import candidate_intervals, choose_intervals, passes_min_ratio
 from regimes._stats.curves import CurveEstimates, CurveIndex, curve_slices, index_curves
-from regimes._stats.interval_tests import (
-    DIRECTIONS,
-    change_point_tests,
-    regime_kind,
-    regime_tests,
-)
+from regimes._stats.interval_tests import DIRECTIONS, change_point_tests, interval_tests
 from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
-from regimes._stats.regimes import find_regimes, regime_groups
-from regimes._stats.segmentation import bic_penalty, edge_breaks, segment_curves
-from regimes._stats.trends import SmoothTrend, grouped_trends, level_trend, trend_coordinate
+from regimes._stats.segmentation import bic_penalty, segment_curves
+from regimes._stats.trends import SmoothTrend, trend_coordinate
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.errors import RegimesInputError, RegimesWarning
@@ -62,10 +55,6 @@ MIN_CELLS = 3
 """Fewest distinct ``x`` a curve needs: an interval needs a cell and a flank on each side."""
 
 _WIDTH = 96
-
-FDR_FAMILIES = ("call", "curve")
-"""Benjamini-Hochberg families of the anomaly tests: every tested regime of the call, or
-each curve's own."""
 
 _CURVE_COLUMNS = (
     "n",
@@ -108,13 +97,10 @@ class RegimeResult(AnalysisResult):
         after / before, along the trend) with ``ratio_low``, ``ratio_high``, two-sided
         ``p_value`` (scan-adjusted), ``q_value`` (BH over the call) and ``significant``.
     anomalies : polars.DataFrame
-        Significant regimes only: ``start``, ``end`` (inclusive ``x``), ``peak_x``,
-        ``ratio`` (level over the trend of its normal flanks; a regime nested in
-        another is measured against the enclosing one) with ``ratio_low``,
-        ``ratio_high``, the TREAT ``p_value`` against ``min_ratio`` (scan-adjusted),
-        ``q_value``, ``recovered``, ``kind`` (``spike``: comes back; ``step``: runs to
-        the end of the grid; ``edge``: one cell at an end, ``recovered`` null) and
-        ``n_points``.
+        Significant intervals only: ``start``, ``end`` (inclusive ``x``), ``peak_x``,
+        ``ratio`` (level over flank trend) with ``ratio_low``, ``ratio_high``, one-sided
+        ``p_value`` (scan-adjusted), ``q_value``, ``recovered``, ``kind`` (``spike`` /
+        ``step``) and ``n_points``.
     groups : polars.DataFrame
         Per group: cells, trials, noise components, counts of findings and a ``note``.
     untested : polars.DataFrame
@@ -277,7 +263,6 @@ class _CurveFit(NamedTuple):
     est: CurveEstimates
     breaks: list[int]
     trend: SmoothTrend
-    edges: list[int]
 
 
 class _ChangePoint(NamedTuple):
@@ -293,24 +278,19 @@ class _ChangePoint(NamedTuple):
 
 
 class _Candidate(NamedTuple):
-    """A tested regime and its flank trend.
-
-    Cell indices into the call's cells; the trend at cells ``start..end``; ``nested``
-    when it lies inside another regime.
-    """
+    """A tested interval (cell indices into the call's cells) and its flank trend."""
 
     curve: int
     start: int
     end: int
     peak: int
     kind: str
-    recovered: bool | None
     ratio: float
     ratio_low: float
     ratio_high: float
     p_value: float
+    strength: float
     trend: np.ndarray
-    nested: bool
 
 
 class _Decision(NamedTuple):
@@ -337,11 +317,6 @@ def _check_arguments(**params: Any) -> dict[str, Any]:
     penalty = params["penalty"]
     if not (math.isfinite(penalty) and penalty > 0):
         raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")
-    if params["fdr"] not in FDR_FAMILIES:
-        raise RegimesInputError(
-            f"fdr must be one of {FDR_FAMILIES} (the Benjamini-Hochberg family), "
-            f"got {params['fdr']!r}"
-        )
     return params
 
 
@@ -388,20 +363,6 @@ def _check_lengths(cells: _Cells, x: str) -> None:
         )
 
 
-def _linear_ends(trend: SmoothTrend, u: np.ndarray, breaks: Sequence[int]) -> SmoothTrend:
-    """Continue the trend linearly over short segments at the ends of the grid.
-
-    Segments of one or two cells each, at most three cells a side.
-    """
-    edges = np.asarray([0, *breaks, u.size])
-    long_segments = np.flatnonzero(np.diff(edges) >= 3)
-    if long_segments.size == 0:
-        return trend
-    lead = int(edges[long_segments[0]])
-    trail = int(u.size - edges[long_segments[-1] + 1])
-    return trend.linear_ends(u, lead if lead <= 3 else 0, trail if trail <= 3 else 0)
-
-
 def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tuple[float, float]]]:
     """Between-cell variance and segmentation of every curve with enough cells.
 
@@ -415,7 +376,7 @@ def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tu
         [between_cell_variance(cells.u[a:b], cells.level[a:b], cells.var[a:b]) for a, b in bounds]
     )
     lengths = cells.stops - cells.starts
-    segmented: dict[int, tuple[list[int], SmoothTrend, list[int]]] = {}
+    segmented: dict[int, tuple[list[int], SmoothTrend]] = {}
     for t in np.unique(lengths[lengths >= MIN_CELLS]):
         members = np.flatnonzero(lengths == t)
         index = cells.starts[members][:, None] + np.arange(t)
@@ -427,17 +388,11 @@ def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tu
             bic_penalty(int(t), penalty),
         )
         for m, cuts, fit in zip(members, *found, strict=True):
-            a, b = bounds[m]
-            total = cells.var[a:b] + taus[m][0]
-            at_ends = edge_breaks(cells.u[a:b], cells.level[a:b], total, [])
-            edged = sorted({*cuts, *at_ends})
-            if edged != cuts:
-                fit = level_trend(cells.u[a:b], cells.level[a:b], total, edged)
-            segmented[int(m)] = (edged, _linear_ends(fit, cells.u[a:b], edged), at_ends)
+            segmented[int(m)] = (cuts, fit)
     fits = []
     for k in sorted(segmented):
         a, b = bounds[k]
-        breaks, trend, at_ends = segmented[k]
+        breaks, trend = segmented[k]
         refined = between_cell_variance(
             cells.u[a:b], cells.level[a:b], cells.var[a:b], breaks, trend.values
         )
@@ -446,7 +401,7 @@ def _fit_curves(cells: _Cells, penalty: float) -> tuple[list[_CurveFit], list[tu
         est = CurveEstimates(
             cells.u[a:b], cells.level[a:b], cells.var[a:b], cells.df[a:b], *taus[k]
         )
-        fits.append(_CurveFit(int(cells.curve[a]), int(a), est, breaks, trend, at_ends))
+        fits.append(_CurveFit(int(cells.curve[a]), int(a), est, breaks, trend))
     return fits, taus
 
 
@@ -471,78 +426,64 @@ def _test_change_points(fit: _CurveFit, level: float) -> tuple[list[_ChangePoint
     z_cut = stats.norm.isf(0.5 / max(1, fit.est.u.size - 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         strength = np.abs(cps.estimate) / cps.se
-    kept = [b for b, z in zip(fit.breaks, strength, strict=True) if not z < z_cut or b in fit.edges]
+    kept = [b for b, z in zip(fit.breaks, strength, strict=True) if not z < z_cut]
     return rows, kept
 
 
-def _test_regimes(
-    fit: _CurveFit, kept: list[int], direction: str, min_ratio: float, level: float
+def _test_candidates(
+    fit: _CurveFit, kept: list[int], direction: str, level: float
 ) -> list[_Candidate]:
-    """TREAT tests of the curve's regimes in ``direction`` against their flank trends."""
-    found = find_regimes(fit.est, fit.trend, kept, min_ratio)
-    regimes = [
-        r
-        for r in found
-        if (r.left.size or r.right.size)
-        and (direction == "both" or (r.level > 0) == (direction == "up"))
-    ]
-    if not regimes:
+    """Interval tests of every candidate run of the kept segments."""
+    candidates = candidate_intervals(fit.est.u.size, kept)
+    if not candidates:
         return []
-    est = fit.est
-    labels = regime_groups(found, est.u.size)
-    trend = grouped_trends(est.u[None], est.level[None], est.total_var[None], labels[None])[0]
-    trend = _linear_ends(trend, est.u, kept)
-    tests = regime_tests(
-        est, trend, regimes, labels, direction=direction, threshold=math.log(min_ratio)
-    )
+    tests = interval_tests(fit.est, candidates, kept, smooth=fit.trend, direction=direction)
     ratio, low, high = tests.ratio_interval(level)
-    a, t = fit.offset, fit.est.u.size
-    out = []
-    for k, r in enumerate(regimes):
-        kind, recovered = regime_kind(r.start, r.end, t)
-        out.append(
-            _Candidate(
-                curve=fit.curve,
-                start=a + r.start,
-                end=a + r.end,
-                peak=a + int(tests.peak[k]),
-                kind=kind,
-                recovered=recovered,
-                ratio=ratio[k],
-                ratio_low=low[k],
-                ratio_high=high[k],
-                p_value=tests.p_value[k],
-                trend=tests.trend[k],
-                nested=r.parent >= 0,
-            )
+    a = fit.offset
+    return [
+        _Candidate(
+            curve=fit.curve,
+            start=a + int(tests.start[k]),
+            end=a + int(tests.end[k]),
+            peak=a + int(tests.peak[k]),
+            kind=str(tests.kind[k]),
+            ratio=ratio[k],
+            ratio_low=low[k],
+            ratio_high=high[k],
+            p_value=tests.p_value[k],
+            strength=abs(tests.estimate[k] / tests.se[k]) if tests.se[k] > 0 else np.inf,
+            trend=tests.trend[k],
         )
-    return out
+        for k in range(tests.size)
+    ]
 
 
 def _decide(
     change_points: list[_ChangePoint],
     candidates: list[_Candidate],
     alpha: float,
-    fdr: str,
+    min_ratio: float,
+    direction: str,
 ) -> _Decision:
-    """Control the false discovery rate of change points and of anomalies.
+    """Control the false discovery rate and choose the anomalies.
 
-    Benjamini-Hochberg over the call's change points, and separately over its tested
-    regimes: all of the call (``fdr="call"``) or each curve's (``fdr="curve"``). A
-    regime is reported when its q-value is below ``alpha``; its test was against
-    ``min_ratio`` already (TREAT), so a reported ratio is beyond it.
+    Benjamini-Hochberg over the call's change points and, separately, its candidates;
+    per curve, the greedy non-overlapping choice among the candidates with ``q < alpha``
+    whose ratio passes ``min_ratio``, smallest p first, then largest ``|z|``.
     """
     cp_q = benjamini_hochberg(np.asarray([c.p_value for c in change_points], dtype=float))
     p = np.asarray([c.p_value for c in candidates], dtype=float)
-    if fdr == "call":
-        q = benjamini_hochberg(p)
-    else:
-        curve = np.asarray([c.curve for c in candidates], dtype=np.int64)
-        q = np.empty(p.size)
-        for cid in np.unique(curve):
-            members = np.flatnonzero(curve == cid)
-            q[members] = benjamini_hochberg(p[members])
-    chosen = [int(k) for k in np.flatnonzero(q < alpha)]
+    q = benjamini_hochberg(p)
+    ratio = np.asarray([c.ratio for c in candidates], dtype=float)
+    significant = (q < alpha) & passes_min_ratio(ratio, min_ratio, direction)
+    curve = np.asarray([c.curve for c in candidates], dtype=np.int64)
+    start = np.asarray([c.start for c in candidates], dtype=np.int64)
+    end = np.asarray([c.end for c in candidates], dtype=np.int64)
+    strength = np.asarray([c.strength for c in candidates], dtype=float)
+    chosen: list[int] = []
+    for cid in dict.fromkeys(curve[significant].tolist()):
+        eligible = significant & (curve == cid)
+        chosen.extend(int(k) for k in choose_intervals(start, end, eligible, (-strength, p)))
     return _Decision(cp_q, q, chosen)
 
 
@@ -646,6 +587,7 @@ def _anomaly_table(
 ) -> pl.DataFrame:
     """Build the ``anomalies`` frame from the chosen candidates."""
     groups = _group_values(index)
+    stops = dict(zip(cells.curve[cells.starts].tolist(), cells.stops.tolist(), strict=True))
     keyed = []
     for k in decision.chosen:
         c = candidates[k]
@@ -658,7 +600,7 @@ def _anomaly_table(
             ratio_high=c.ratio_high,
             p_value=c.p_value,
             q_value=decision.candidate_q[k],
-            recovered=c.recovered,
+            recovered=c.end + 1 < stops[c.curve],
             kind=c.kind,
         )
         keyed.append((groups[c.curve], interval, cells.x))
@@ -747,7 +689,6 @@ def detect_regimes(
     level: float = 0.95,
     penalty: float = 2.0,
     session: str | None = None,
-    fdr: str = "call",
 ) -> RegimeResult:
     """Find change points and anomalous intervals of ``y`` along ``x`` for each group.
 
@@ -772,12 +713,10 @@ def detect_regimes(
         (:data:`regimes.CASE_COLUMNS`) except ``x``.
     alpha : float, default 0.05
         False discovery rate for anomalies and, separately, for change points
-        (Benjamini-Hochberg; see ``fdr``).
+        (Benjamini-Hochberg across every candidate of the call).
     min_ratio : float, default 1.25
-        The effect an anomaly must exceed: each regime is tested for a level over its
-        trend above ``min_ratio`` (below its inverse for ``direction="down"``), a
-        TREAT test, so a reported ratio is beyond it with significance, not only in
-        its point estimate.
+        An anomaly's level over its trend must be at least this (at most its inverse
+        for ``direction="down"``).
     direction : {"up", "down", "both"}, default "up"
         Slowdowns (the default for latency), speed-ups, or either.
     n_boot : int, default 2000
@@ -792,10 +731,6 @@ def detect_regimes(
     session : str, optional
         Column naming the process of each trial; by default ``run_id``, ``session``
         and ``process_id`` together, those present.
-    fdr : {"call", "curve"}, default "call"
-        The Benjamini-Hochberg family of the anomaly tests: every tested regime of the
-        call, or each curve's own (then a curve's q-values do not depend on the other
-        curves of the call).
 
     Returns
     -------
@@ -840,9 +775,7 @@ def detect_regimes(
     .. [5] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their
        Application*, section 3.8; Field, C. A. and Welsh, A. H. (2007). Bootstrapping
        clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap).
-    .. [6] McCarthy, D. J. and Smyth, G. K. (2009). Testing significance relative to a
-       fold-change threshold is a TREAT. *Bioinformatics* 25, 765-771.
-    .. [7] Truong, C., Oudre, L. and Vayatis, N. (2020). Selective review of offline
+    .. [6] Truong, C., Oudre, L. and Vayatis, N. (2020). Selective review of offline
        change point detection methods. *Signal Processing* 167, 107299 (ruptures).
 
     Examples
@@ -869,7 +802,6 @@ def detect_regimes(
         level=level,
         penalty=penalty,
         session=session,
-        fdr=fdr,
     )
     frame, group_columns = prepare_trials(df, x, y, by, session)
     index = index_curves(frame, group_columns, x)
@@ -881,8 +813,8 @@ def detect_regimes(
     for fit in fits:
         rows, kept = _test_change_points(fit, level)
         change_points += rows
-        candidates += _test_regimes(fit, kept, direction, min_ratio, level)
-    decision = _decide(change_points, candidates, alpha, fdr)
+        candidates += _test_candidates(fit, kept, direction, level)
+    decision = _decide(change_points, candidates, alpha, min_ratio, direction)
     result = _assemble(
         cells, index, fits, taus, (change_points, candidates, decision), frame, params
     )

@@ -42,7 +42,7 @@ class Interval(NamedTuple):
     ratio_high: float
     p_value: float
     q_value: float
-    recovered: bool | None
+    recovered: bool
     kind: str
 
 
@@ -66,7 +66,7 @@ def _row(interval: Interval, xs: np.ndarray, x_dtype: pl.DataType) -> list[Any]:
         float(interval.ratio_high),
         float(interval.p_value),
         float(interval.q_value),
-        None if interval.recovered is None else bool(interval.recovered),
+        bool(interval.recovered),
         str(interval.kind),
         int(interval.end - interval.start + 1),
     ]

@@ -30,10 +30,8 @@ __all__ = [
     "flank_line",
     "jump_contrast",
     "level_contrast",
-    "scan_family",
     "scan_p_values",
     "trend_contrast",
-    "treat_p_values",
 ]
 
 
@@ -78,74 +76,6 @@ def scan_p_values(
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, estimate / se, np.sign(estimate) * np.inf)
     return np.minimum(1.0, scan * _tail_p(z, dof, direction))
-
-
-def _treat_tail(c: np.ndarray, shift: np.ndarray, dof: np.ndarray, direction: str) -> np.ndarray:
-    """TREAT tail: ``P(T >= c)`` one-sided; two-sided adds ``P(T >= c + shift)``."""
-    tail = _t_sf(c, dof)
-    return tail + _t_sf(c + shift, dof) if direction == "both" else tail
-
-
-def treat_p_values(
-    estimate: np.ndarray,
-    se: np.ndarray,
-    dof: np.ndarray,
-    direction: str,
-    threshold: float,
-    family: tuple[np.ndarray, np.ndarray] | None = None,
-) -> np.ndarray:
-    r"""Return TREAT p-values against a log-ratio ``threshold``, scan-adjusted.
-
-    The null hypothesis of each test is that its log ratio :math:`D` is at most
-    ``threshold`` away from 0 in ``direction`` (McCarthy and Smyth 2009): with
-    :math:`c = (|D| - \tau)/\mathrm{se}` (signed :math:`D` for one direction), the
-    p-value is :math:`P(T \ge c)`, plus :math:`P(T \ge c + 2\tau/\mathrm{se})` two-sided,
-    where :math:`T` is Student's t with the test's df.
-
-    ``family`` is ``(se, count)`` of the other intervals the test was picked from. Each
-    adds the chance that it would have looked as extreme on a smooth curve, a union
-    bound: :math:`\sum_w n_w\,P(T \ge c + \tau/\mathrm{se}_w)`. With
-    :math:`\tau = 0` this is Bonferroni over the family; with :math:`\tau > 0` the
-    intervals whose noise is small against the threshold contribute almost nothing,
-    so the adjustment is paid for the short, noisy intervals that could pass.
-    """
-    estimate, se, dof = (np.asarray(a, dtype=float) for a in (estimate, se, dof))
-    signed = {"up": estimate, "down": -estimate, "both": np.abs(estimate)}[direction]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(se > 0, (signed - threshold) / se, np.sign(signed - threshold) * np.inf)
-        shift = np.where(se > 0, 2.0 * threshold / se, np.inf)
-    p = _treat_tail(c, shift, dof, direction)
-    if family is not None:
-        family_se, count = family
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lift = np.where(family_se > 0, threshold / family_se, 0.0)
-        terms = _treat_tail(
-            c[:, None] + lift[None, :], 2.0 * lift[None, :], dof[:, None], direction
-        )
-        p = p + terms @ count
-    return np.minimum(1.0, p)
-
-
-def scan_family(total_var: np.ndarray, flank: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(se, count)`` of every interval of a curve, by width and kind.
-
-    The family of :func:`treat_p_values`.
-
-    Standard errors are those of an interval's mean against flanks of ``clip(width,
-    *flank)`` cells, all cells with the curve's median total variance: two flanks for
-    an interior interval, one for an interval at an end of the grid.
-    """
-    t = total_var.size
-    s2 = float(np.median(total_var))
-    width = np.arange(1, t)
-    f = np.clip(width, *flank)
-    interior_count = np.maximum(t - 1 - width, 0)
-    interior_se = np.sqrt(s2 * (1.0 / width + 1.0 / (2.0 * f)))
-    edge_se = np.sqrt(s2 * (1.0 / width + 1.0 / np.minimum(f, t - width)))
-    return (
-        np.concatenate([interior_se, edge_se]),
-        np.concatenate([interior_count, np.full(width.size, 2)]).astype(float),
-    )
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,9 @@ from regimes._stats.contrasts import (
     flank_line,
     jump_contrast,
     level_contrast,
-    scan_family,
     scan_p_values,
-    treat_p_values,
 )
 from regimes._stats.curves import CurveEstimates
-from regimes._stats.regimes import Regime
 from regimes._stats.trends import SmoothTrend
 
 __all__ = [
@@ -56,8 +53,6 @@ __all__ = [
     "IntervalTests",
     "change_point_tests",
     "interval_tests",
-    "regime_kind",
-    "regime_tests",
 ]
 
 DIRECTIONS = ("up", "down", "both")
@@ -335,151 +330,4 @@ def change_point_tests(
     p = scan_p_values(estimate, se, dof, "both", max(1, t - 1))
     return ChangePointTests(
         estimate=estimate, se=se, df=dof, p_value=p, index=np.asarray(breaks, dtype=np.int64)
-    )
-
-
-def regime_kind(start: int, end: int, t: int) -> tuple[str, bool | None]:
-    """``(kind, recovered)`` of cells ``start..end`` of a grid of ``t`` cells.
-
-    One cell at an end of the grid cannot tell a spike from a step: ``edge``, recovery
-    unknown. A longer run to the end is a ``step`` (no recovery seen); anything else
-    comes back: a ``spike``.
-    """
-    if start == end and (start == 0 or end == t - 1):
-        return "edge", None
-    if end == t - 1:
-        return "step", False
-    return "spike", True
-
-
-def _regime_outcome(tests: _Contrasts, regime: Regime) -> tuple[Test, np.ndarray]:
-    """Test one regime against its flanks; its trend at cells ``start..end``."""
-    est, smooth = tests.est, tests.smooth
-    assert smooth is not None
-    residual = est.level - smooth.values
-    span = np.arange(regime.start, regime.end + 1)
-    inside = regime.inside
-    if regime.left.size and regime.right.size:
-        flanks = np.concatenate([regime.left, regime.right])
-        c, _, proj = flank_line(est.u, tests.total_var, inside, flanks)
-        w_in = 1.0 / tests.total_var[inside]
-        u_bar = float(w_in @ est.u[inside] / w_in.sum())
-        rows = np.column_stack([np.ones(span.size), est.u[span] - u_bar])[:, : proj.shape[0]]
-        return tests.test(smooth.adjust(c)), smooth.values[span] + rows @ (proj @ residual[flanks])
-    side = regime.left if regime.left.size else regime.right
-    c = level_contrast(tests.total_var, inside, side)
-    w = 1.0 / tests.total_var[side]
-    shift = float(w @ residual[side] / w.sum())
-    return tests.test(smooth.adjust(c)), smooth.values[span] + shift
-
-
-GATE_CELLS = 5
-"""Cells on each side of a boundary that its discontinuity test looks at."""
-
-
-def _discontinuity(tests: _Contrasts, before: np.ndarray, after: np.ndarray) -> Test:
-    """Test the jump between two runs of adjacent cells along one local line.
-
-    The residuals from the smooth trend are fitted, by weighted least squares, with a
-    common line for both sides and a shift between them
-    (:func:`regimes._stats.contrasts.jump_contrast`): a change of slope alone, a kink,
-    gives a shift near 0. The estimate is the shift (after minus before), with the
-    trend's uncertainty.
-    """
-    est, smooth = tests.est, tests.smooth
-    assert smooth is not None
-    return tests.test(smooth.adjust(jump_contrast(est.u, tests.total_var, before, after)))
-
-
-def _run(labels: np.ndarray, first: int, step: int) -> np.ndarray:
-    """Return up to :data:`GATE_CELLS` cells from ``first`` in direction ``step``.
-
-    They share its label: a run of one level.
-    """
-    cells = [first]
-    while len(cells) < GATE_CELLS:
-        nxt = cells[-1] + step
-        if not 0 <= nxt < labels.size or labels[nxt] != labels[first]:
-            break
-        cells.append(nxt)
-    return np.asarray(sorted(cells), dtype=np.int64)
-
-
-def _boundary_gates(tests: _Contrasts, regime: Regime, labels: np.ndarray) -> list[Test]:
-    """Test the jumps at the regime's boundaries inside the grid.
-
-    Each is between the runs of one level on either side of it.
-    """
-    t = tests.est.u.size
-    gates = []
-    if regime.start > 0:
-        before = _run(labels, regime.start - 1, -1)
-        gates.append(_discontinuity(tests, before, _run(labels, regime.start, 1)))
-    if regime.end < t - 1:
-        after = _run(labels, regime.end + 1, 1)
-        gates.append(_discontinuity(tests, _run(labels, regime.end, -1), after))
-    return gates
-
-
-def regime_tests(
-    est: CurveEstimates,
-    smooth: SmoothTrend,
-    regimes: Sequence[Regime],
-    labels: np.ndarray,
-    *,
-    direction: str = "up",
-    threshold: float = 0.0,
-    flank: tuple[int, int] = (3, 8),
-) -> IntervalTests:
-    """Test each regime of one curve against the trend of its flanks (TREAT).
-
-    The statistic is the precision-weighted mean of the regime's residuals from the
-    smooth trend minus the trend of its flank residuals: the weighted least-squares line
-    through them when the regime has flanks on both sides, their weighted mean when it
-    has one. The p-value tests that the log ratio exceeds ``threshold`` in
-    ``direction`` (:func:`regimes._stats.contrasts.treat_p_values`), adjusted for the
-    scan over every interval of the grid. Every regime needs a flank on one side at
-    least. ``labels`` give each cell's level (0 normal, ``k + 1`` regime ``k``'s own).
-
-    Each boundary inside the grid is a gate of an intersection-union test: the level
-    must jump there (:func:`_discontinuity`, the one-sided tail of the jump's size), or
-    the regime is a bend of the trend rather than an anomaly. The p-value is the largest
-    of the main test's and the gates'.
-    """
-    tests = _Contrasts(est, smooth, direction, 1)
-    t = est.u.size
-    kept = list(regimes)
-    outcomes = [_regime_outcome(tests, r) for r in kept]
-    estimate = np.asarray([o[0][0] for o in outcomes], dtype=float)
-    se = np.asarray([o[0][1] for o in outcomes], dtype=float)
-    dof = np.asarray([o[0][2] for o in outcomes], dtype=float)
-    family = scan_family(tests.total_var, flank)
-    p = treat_p_values(estimate, se, dof, direction, threshold, family) if kept else estimate
-    for k, regime in enumerate(kept):
-        gates = np.asarray(_boundary_gates(tests, regime, labels), dtype=float).reshape(-1, 3)
-        if gates.size:
-            # a boundary may face a flank or another regime: the jump's size counts, in
-            # whichever direction the levels on either side put it
-            jump = np.abs(gates[:, 0])
-            gate_p = scan_p_values(jump, gates[:, 1], gates[:, 2], "up", 1)
-            p[k] = max(p[k], float(gate_p.max()))
-    peaks = [
-        _peak(
-            est.level,
-            _Cells(r.inside, r.left, r.right, r.inside, r.inside),
-            trend[r.inside - r.start],
-            direction,
-        )
-        for r, (_, trend) in zip(kept, outcomes, strict=True)
-    ]
-    return IntervalTests(
-        estimate=estimate,
-        se=se,
-        df=dof,
-        p_value=p,
-        start=np.asarray([r.start for r in kept], dtype=np.int64),
-        end=np.asarray([r.end for r in kept], dtype=np.int64),
-        kind=np.asarray([regime_kind(r.start, r.end, t)[0] for r in kept], dtype=object),
-        peak=np.asarray(peaks, dtype=np.int64),
-        trend=[trend for _, trend in outcomes],
     )

@@ -28,21 +28,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-__all__ = [
-    "HUBER_K",
-    "PRIOR_DF",
-    "VARIANCE_FLOOR",
-    "cell_levels",
-    "huber_variance_factor",
-    "median_variance_factor",
-]
-
-HUBER_K = 1.345
-"""Clipping point of the Huber location, in units of the within-session scale."""
-
-_HUBER_VARIANCE = np.array([1.0, 1.0, 1.041, 1.038, 1.049, 1.042, 1.052, 1.051, 1.052, 1.05])
-"""n times the variance of the one-step Huber location of n standard normals (from the
-median, known scale), n = 1..10 (400,000 simulated samples each); 1.05 beyond."""
+__all__ = ["PRIOR_DF", "VARIANCE_FLOOR", "cell_levels", "median_variance_factor"]
 
 _MEDIAN_VARIANCE = np.array(
     [
@@ -104,15 +90,6 @@ PRIOR_DF = 4.0
 """Weight, in degrees of freedom, of a curve's pooled noise when it is combined with a
 cell's own estimate (empirical-Bayes moderation): a cell's replicates can raise its
 variance far above the curve's, but two or three trials cannot make it much smaller."""
-
-
-def huber_variance_factor(n: np.ndarray) -> np.ndarray:
-    """Return ``n * Var(one-step Huber location of n standard normals)`` (1.05 beyond 10)."""
-    n = np.asarray(n, dtype=np.int64)
-    out = np.full(n.shape, 1.05)
-    small = (n >= 1) & (n <= _HUBER_VARIANCE.size)
-    out[small] = _HUBER_VARIANCE[n[small] - 1]
-    return out
 
 
 def median_variance_factor(n: np.ndarray) -> np.ndarray:
@@ -196,40 +173,6 @@ def _session_adjusted(
     return adjusted.with_columns(pl.col(value).alias("_adj"))
 
 
-def _huber_levels(adjusted: pl.DataFrame, scale: pl.DataFrame, curve: str, x: str) -> pl.DataFrame:
-    r"""One-step Huber location of each cell's adjusted trials, from their median.
-
-    :math:`T = m + \sigma \sum_i \psi(r_i) / \#\{|r_i| < k\}` with
-    :math:`r_i = (y_i - m)/\sigma`, :math:`\psi` the Huber function clipped at
-    :data:`HUBER_K` and :math:`\sigma` the curve's within-session scale: about 95 % as
-    efficient as the mean for normal trials (the median is 64 %), and a hiccup moves it
-    by at most :math:`k\sigma/n`. Without a scale (no session with two trials), the
-    median.
-    """
-    cell_keys = [curve, x]
-    r = (pl.col("_adj") - pl.col("_m")) / pl.col("sigma_w")
-    inside = (r.abs() < HUBER_K).cast(pl.Float64)
-    return (
-        adjusted.select([*cell_keys, "_adj"])
-        .join(scale, on=curve, how="left")
-        .with_columns(pl.col("_adj").median().over(cell_keys).alias("_m"))
-        .group_by(cell_keys)
-        .agg(
-            pl.col("_m").first(),
-            pl.col("sigma_w").first(),
-            r.clip(-HUBER_K, HUBER_K).sum().alias("_psi"),
-            inside.sum().alias("_inside"),
-        )
-        .select(
-            *cell_keys,
-            pl.when(pl.col("sigma_w").is_finite() & (pl.col("sigma_w") > 0))
-            .then(pl.col("_m") + pl.col("sigma_w") * pl.col("_psi") / pl.col("_inside").clip(1.0))
-            .otherwise(pl.col("_m"))
-            .alias("level"),
-        )
-    )
-
-
 def _cell_moments(adjusted: pl.DataFrame, curve: str, x: str, session: str) -> pl.DataFrame:
     """Reduce trials to cell moments.
 
@@ -255,10 +198,13 @@ def _cell_moments(adjusted: pl.DataFrame, curve: str, x: str, session: str) -> p
         pl.col("_m").var(ddof=1).fill_null(0.0).alias("_between"),
         pl.col("_m").first().alias("level"),
     )
-    scale = _within_session_scale(adjusted, curve, x, session, "_adj")
-    cells = cells.drop("level").join(_huber_levels(adjusted, scale, curve, x), on=cell_keys)
+    if int(cells.get_column("n_sessions").to_numpy().max()) > 1:
+        # the level is the median of all of a cell's trials, not of its session medians
+        cells = cells.drop("level").join(
+            adjusted.group_by(cell_keys).agg(pl.col("_adj").median().alias("level")), on=cell_keys
+        )
     return (
-        cells.join(scale, on=curve, how="left")
+        cells.join(_within_session_scale(adjusted, curve, x, session, "_adj"), on=curve, how="left")
         .with_columns(
             # pairs share trials and a median keeps about half the information of a
             # classical variance: half the curve's within-session df
@@ -309,7 +255,7 @@ def cell_levels(
     cells = _cell_moments(_session_adjusted(frame, curve, x, value, session), curve, x, session)
     n = cells.get_column("n").to_numpy()
     n_sessions = cells.get_column("n_sessions").to_numpy()
-    kappa = huber_variance_factor(n)
+    kappa = median_variance_factor(n)
     own_df = (n - n_sessions).astype(float)
     pooled_df = cells.get_column("_pooled_df").to_numpy()
     sigma_w2 = cells.get_column("sigma_w").fill_nan(None).fill_null(0.0).to_numpy() ** 2

@@ -32,22 +32,7 @@ from regimes._stats.trends import (
     segment_index,
 )
 
-__all__ = [
-    "MIN_FREE_CELLS",
-    "bic_penalty",
-    "edge_breaks",
-    "segment",
-    "segment_curve",
-    "segment_curves",
-]
-
-MIN_FREE_CELLS = 8
-"""Fewest cells a segmentation must leave beyond one per segment: the smooth trend's
-shape is learnt from the cells within segments."""
-
-EDGE_Z = 4.0
-"""How many standard deviations an end cell must stand off the line through its three
-neighbours to become a segment of its own."""
+__all__ = ["bic_penalty", "segment", "segment_curve", "segment_curves"]
 
 
 def _penalised_costs(
@@ -75,7 +60,6 @@ def segment_curves(
         np.stack([f.values for f in level_trends(u, level, total_var, no_breaks)]),
     )
     best_cost = np.full(g, np.inf)
-    best_degenerate = np.ones(g, dtype=bool)
     best_breaks: list[list[int]] = [[] for _ in range(g)]
     best_fits: list[SmoothTrend | None] = [None] * g
     first_breaks: list[list[int]] | None = None
@@ -89,12 +73,7 @@ def segment_curves(
         for _ in range(max_rounds):
             fits = level_trends(u, level, total_var, breaks)
             values = np.stack([f.values for f in fits])
-            new_breaks = [
-                new if u.shape[1] - len(new) >= MIN_FREE_CELLS else old
-                for new, old in zip(
-                    [segment(row, penalty) for row in (level - values) / sd], breaks, strict=True
-                )
-            ]
+            new_breaks = [segment(row, penalty) for row in (level - values) / sd]
             if new_breaks == breaks:
                 break
             breaks = new_breaks
@@ -102,16 +81,10 @@ def segment_curves(
             fits = level_trends(u, level, total_var, breaks)
             values = np.stack([f.values for f in fits])
         cost = _penalised_costs((level - values) / sd, breaks, penalty)
-        # a trend needs cells within segments to learn its shape from: a staircase that
-        # leaves almost none fits anything, and wins on cost only where noise is tiny
-        degenerate = np.asarray([u.shape[1] - len(b) < MIN_FREE_CELLS for b in breaks])
-        better = (degenerate < best_degenerate) | (
-            (degenerate == best_degenerate) & (cost < best_cost)
-        )
+        better = cost < best_cost
         for row in np.flatnonzero(better):
             best_breaks[row], best_fits[row] = breaks[row], fits[row]
         best_cost = np.where(better, cost, best_cost)
-        best_degenerate = np.where(better, degenerate, best_degenerate)
     return best_breaks, best_fits  # type: ignore[return-value]
 
 
@@ -157,34 +130,3 @@ def segment(standardised: np.ndarray, penalty: float) -> list[int]:
     signal = np.ascontiguousarray(standardised, dtype=float).reshape(-1, 1)
     ends = rpt.KernelCPD(kernel="linear", min_size=1, jump=1).fit(signal).predict(pen=penalty)
     return [int(e) for e in ends[:-1]]
-
-
-def edge_breaks(
-    u: np.ndarray, level: np.ndarray, total_var: np.ndarray, breaks: Sequence[int]
-) -> list[int]:
-    """Return ``breaks`` with a break next to an end cell that stands off its neighbours.
-
-    A break after the first or before the last cell is added when that end cell stands off the
-    straight line through its three neighbours by more than
-    :data:`EDGE_Z` standard deviations (of the difference, the line's own included).
-
-    A polynomial trend bends to meet a cell at an end of the grid, where it has the most
-    leverage, so a spike on the first or last budget alone can hide inside the trend
-    and escape the segmentation. A line through the three cells next to it, extrapolated
-    one step, cannot bend that way.
-    """
-    t = u.size
-    out = set(int(b) for b in breaks)
-    if t < 5:
-        return sorted(out)
-    for cell, near, cut in ((0, np.arange(1, 4), 1), (t - 1, np.arange(t - 4, t - 1), t - 1)):
-        w = 1.0 / total_var[near]
-        centre = float(w @ u[near] / w.sum())
-        spread = float(w @ (u[near] - centre) ** 2)
-        slope = float(w @ ((u[near] - centre) * level[near])) / spread if spread > 0 else 0.0
-        at = float(w @ level[near] / w.sum()) + slope * (u[cell] - centre)
-        line_var = 1.0 / w.sum() + ((u[cell] - centre) ** 2 / spread if spread > 0 else 0.0)
-        z = abs(level[cell] - at) / np.sqrt(total_var[cell] + line_var)
-        if z > EDGE_Z:
-            out.add(cut)
-    return sorted(out)

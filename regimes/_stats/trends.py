@@ -32,7 +32,6 @@ __all__ = [
     "default_degree",
     "difference_trend",
     "difference_trends",
-    "grouped_trends",
     "level_trend",
     "level_trends",
     "segment_index",
@@ -63,30 +62,6 @@ class SmoothTrend:
     def adjust(self, c: np.ndarray) -> np.ndarray:
         """Coefficients on the levels of the residual contrast ``c @ (level - G)``."""
         return c - (c @ self.basis) @ self.coef_map
-
-    def linear_ends(self, u: np.ndarray, lead: int, trail: int) -> SmoothTrend:
-        """Continue the trend linearly over its first ``lead`` and last ``trail`` cells.
-
-        A polynomial is least reliable where it is extrapolated: at the ends of the grid,
-        over cells (one or two) whose own level is free, its curvature is unchecked. There
-        the trend becomes the straight line, in ``u``, through its values at the three
-        cells next to them, which keeps it linear in the levels.
-        """
-        t = u.size
-        if t < lead + trail + 3 or (lead == 0 and trail == 0):
-            return self
-        values, basis = self.values.copy(), self.basis.copy()
-        for cells, near in (
-            (np.arange(lead), np.arange(lead, lead + 3)),
-            (np.arange(t - trail, t), np.arange(t - trail - 3, t - trail)),
-        ):
-            if cells.size == 0:
-                continue
-            design = np.column_stack([np.ones(3), u[near]])
-            weights = np.column_stack([np.ones(cells.size), u[cells]]) @ np.linalg.pinv(design)
-            values[cells] = weights @ values[near]
-            basis[cells] = weights @ basis[near]
-        return SmoothTrend(values, basis, self.coef_map)
 
     @classmethod
     def fixed(cls, values: np.ndarray) -> SmoothTrend:
@@ -270,21 +245,9 @@ def level_trends(
     breaks: Sequence[Sequence[int]],
 ) -> list[SmoothTrend]:
     """:func:`level_trend` for curves of equal length, rows of 2-D arrays."""
-    return grouped_trends(u, level, total_var, segment_index(breaks, u.shape[1]))
-
-
-def grouped_trends(
-    u: np.ndarray, level: np.ndarray, total_var: np.ndarray, groups: np.ndarray
-) -> list[SmoothTrend]:
-    """Fit smooth trends with a free level per group of cells, for curves of equal length.
-
-    ``groups`` (curves x cells) labels each cell ``0 .. G-1``; cells of one label share a
-    level, which need not be contiguous (the normal cells on either side of an anomaly).
-    The constant puts group 0 on the trend. Otherwise as :func:`level_trend`.
-    """
     g, t = u.shape
-    ids = np.asarray(groups, dtype=np.int64)
-    degrees = _degrees(t, t - ids.max(axis=1))
+    ids = segment_index(breaks, t)
+    degrees = _degrees(t, np.asarray([t - len(b) for b in breaks]))
     out: list[SmoothTrend | None] = [None] * g
     active = np.ones((g, t), dtype=bool)
     for degree in np.unique(degrees):
