@@ -1,6 +1,6 @@
-"""How much does the collector add to what it measures?
+"""Measure how much the collector adds to what it measures, and whether injection hits its factor.
 
-Three paired comparisons on the same model and prompt, each run interleaved (the two
+Four paired comparisons on the same model and prompt, each run interleaved (the two
 arms alternate, and the arm that goes first alternates from pair to pair, so drift and
 warm-up trends hit both equally):
 
@@ -11,6 +11,9 @@ warm-up trends hit both equally):
 * ``instrumented``: per-step synchronised timing against uninstrumented timing, for each
   engine: the cost of the phase split.
 * ``loop/generate``: the explicit greedy loop against ``generate`` (both uninstrumented).
+* ``inject x3``: fault injection (``slowdown=3``, the spec's ``inject``) against none, for
+  each engine: the ratio should be close to 3 (the injected delay is proportional to
+  each step's own time; what it cannot stretch is the call's return path).
 
 For each budget the table shows the median latency of each arm and the median of the
 per-pair ratios with its interquartile range. Run::
@@ -56,7 +59,7 @@ def _bare_generate(loaded, backend, input_ids, budget: int, use_cache: bool) -> 
 
 
 def _collector(
-    loaded, backend, input_ids, budget, use_cache, engine, instrument
+    loaded, backend, input_ids, budget, use_cache, engine, instrument, slowdown=1.0
 ) -> Callable[[], float]:
     def run() -> float:
         return run_generation(
@@ -67,6 +70,7 @@ def _collector(
             use_cache=use_cache,
             engine=engine,
             instrument=instrument,
+            slowdown=slowdown,
         ).latency_s
 
     return run
@@ -90,7 +94,7 @@ def paired(arm_a: Callable[[], float], arm_b: Callable[[], float], pairs: int, w
             b, a = arm_b(), arm_a()
         a_times.append(a)
         b_times.append(b)
-    ratios = [a / b for a, b in zip(a_times, b_times)]
+    ratios = [a / b for a, b in zip(a_times, b_times, strict=True)]
     q1, median, q3 = _quantiles(ratios)
     return {
         "a_ms": 1e3 * statistics.median(a_times),
@@ -130,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"# {loaded.label} {args.dtype} on {backend.name} ({backend.device_name()}), "
-        f"prompt {args.prompt}, cache {'on' if use_cache else 'off'}, {args.pairs} interleaved pairs, "
+        f"prompt {args.prompt}, cache {'on' if use_cache else 'off'}, "
+        f"{args.pairs} interleaved pairs, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
     header = f"{'comparison':<24}{'budget':>7}{'A ms':>11}{'B ms':>11}{'A/B median':>12}{'IQR':>18}"
@@ -138,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for budget in args.budgets:
 
-        def arm(engine: str, instrument: bool) -> Callable[[], float]:
-            return _collector(loaded, backend, input_ids, budget, use_cache, engine, instrument)
+        def arm(
+            engine: str, instrument: bool, slowdown: float = 1.0, budget: int = budget
+        ) -> Callable[[], float]:
+            return _collector(
+                loaded, backend, input_ids, budget, use_cache, engine, instrument, slowdown
+            )
 
         comparisons = {
             "overhead (A=collector)": (
@@ -149,12 +158,15 @@ def main(argv: list[str] | None = None) -> int:
             "instrumented generate": (arm("generate", True), arm("generate", False)),
             "instrumented loop": (arm("loop", True), arm("loop", False)),
             "loop / generate": (arm("loop", False), arm("generate", False)),
+            "inject x3 generate": (arm("generate", False, 3.0), arm("generate", False)),
+            "inject x3 loop": (arm("loop", False, 3.0), arm("loop", False)),
         }
         for label, (arm_a, arm_b) in comparisons.items():
             result = paired(arm_a, arm_b, args.pairs, args.warmup)
+            iqr = f"[{result['q1']:.4f}, {result['q3']:.4f}]"
             print(
                 f"{label:<24}{budget:>7}{result['a_ms']:>11.2f}{result['b_ms']:>11.2f}"
-                f"{result['ratio']:>12.4f}{'[' + format(result['q1'], '.4f') + ', ' + format(result['q3'], '.4f') + ']':>18}"
+                f"{result['ratio']:>12.4f}{iqr:>18}"
             )
     return 0
 

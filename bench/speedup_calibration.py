@@ -13,8 +13,8 @@ Every curve pair (one model measured with the cache on and off) is analysed by i
 * **Power**: a cache-on spike or plateau of 2-4x (the speedup collapses by as much) on
   12 or 24 budgets. Figures: recall (a reported collapse overlaps the truth) and the
   share with a collapse whose boundaries are within one grid step.
-* **The published example**: the gpt2-medium MPS cache table of DESIGN.md (budgets
-  128..768) with 5 synthetic trials per cell at 10 % CV, one process per cell. Figures:
+* **The published example**: the published gpt2-medium MPS cache table (docs/data.md;
+  budgets 128..768) with 5 synthetic trials per cell at 10 % CV, one process per cell. Figures:
   the share of seeds whose one reported collapse is exactly 512 (recall), the share
   reporting anything else, and the share where the speedup's CI at 512 excludes every
   other budget's.

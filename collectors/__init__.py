@@ -3,7 +3,10 @@
 The measurement side of ``regimes``: backends (``cpu``, ``cuda``, ``mps``) that know
 how to synchronise, read memory and name the device; model presets built from configs
 with random weights; two generation engines that produce exactly the requested number
-of tokens and time them; and the environment metadata stored with every run.
+of tokens and time them; the environment metadata stored with every run; sweep specs
+and the sweep runner (:func:`run_sweep` for a spec, :func:`collect_budgets` for more
+budgets in fresh sessions of an existing run, :func:`run_stored_session` for one
+session as a unit of work).
 
 torch and transformers are imported only when one of these names is first used, so
 that importing the package (e.g. to register the ``collect`` command) stays cheap and
@@ -35,6 +38,13 @@ _EXPORTS: dict[str, str] = {
     "TrialTiming": "engines",
     "run_generation": "engines",
     "environment_metadata": "environment",
+    "Injection": "spec",
+    "SpecError": "spec",
+    "SweepSpec": "spec",
+    "SweepResult": "sweep",
+    "collect_budgets": "sweep",
+    "run_stored_session": "sweep",
+    "run_sweep": "sweep",
 }
 
 __all__ = sorted(_EXPORTS)

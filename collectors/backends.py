@@ -26,6 +26,8 @@ import subprocess
 import psutil
 import torch
 
+from ._dtypes import torch_dtype
+
 __all__ = [
     "BACKEND_NAMES",
     "Backend",
@@ -43,8 +45,6 @@ BACKEND_NAMES: tuple[str, ...] = ("cpu", "cuda", "mps")
 
 MEMORY_KEYS: tuple[str, str] = ("mem_allocated_bytes", "mem_driver_bytes")
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
 
 def sysctl_value(key: str) -> str | None:
     """``sysctl -n KEY`` on macOS; ``None`` where sysctl is missing or says nothing."""
@@ -59,7 +59,7 @@ def sysctl_value(key: str) -> str | None:
 
 
 def cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The CPU model: ``/proc/cpuinfo`` "model name" on Linux, sysctl on macOS.
+    """Return the CPU model: ``/proc/cpuinfo`` "model name" on Linux, sysctl on macOS.
 
     Falls back to :func:`platform.processor` and then :func:`platform.machine`, which on
     Linux often say no more than ``x86_64``.
@@ -88,7 +88,25 @@ class Backend:
     """A device PyTorch can run on, seen through what a latency measurement needs.
 
     Subclasses implement the device-specific calls; this base class supplies the
-    dtype probe and a readable ``repr``.
+    dtype probe and a readable ``repr``. Creating a backend never touches the device.
+
+    Attributes
+    ----------
+    name : str
+        The backend's name in the trial table: ``cpu``, ``cuda`` or ``mps``.
+
+    See Also
+    --------
+    get_backend : a backend by name.
+    available_backends : the backends this process can run on.
+
+    Examples
+    --------
+    >>> backend = get_backend("cpu")
+    >>> backend.is_available(), backend.torch_device
+    (True, device(type='cpu'))
+    >>> backend.memory()
+    {'mem_allocated_bytes': None, 'mem_driver_bytes': None}
     """
 
     name: str = ""
@@ -104,7 +122,7 @@ class Backend:
         raise NotImplementedError
 
     def unavailable_reason(self) -> str:
-        """A sentence saying why :meth:`is_available` is False ("" when it is True)."""
+        """Say in a sentence why :meth:`is_available` is False (``""`` when it is True)."""
         raise NotImplementedError
 
     @property
@@ -135,11 +153,30 @@ class Backend:
         macOS 14, on CUDA compute capability 8.0), so rather than keep a table that goes
         stale, PyTorch is asked: a small matmul is run once per dtype and the answer
         cached. An unavailable backend supports nothing.
+
+        Parameters
+        ----------
+        dtype : str
+            ``float32``, ``float16`` or ``bfloat16``.
+
+        Returns
+        -------
+        bool
+            Whether the probe ran.
+
+        Raises
+        ------
+        ValueError
+            For an unknown dtype name.
+
+        Examples
+        --------
+        >>> get_backend("cpu").supports_dtype("float32")
+        True
         """
-        if dtype not in _DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}; expected one of {tuple(_DTYPES)}")
+        target = torch_dtype(dtype)
         if dtype not in self._dtype_support:
-            self._dtype_support[dtype] = self.is_available() and self._probe_dtype(_DTYPES[dtype])
+            self._dtype_support[dtype] = self.is_available() and self._probe_dtype(target)
         return self._dtype_support[dtype]
 
     def _probe_dtype(self, dtype: torch.dtype) -> bool:
@@ -152,36 +189,57 @@ class Backend:
 
 
 class CpuBackend(Backend):
-    """The host CPU. Always available; execution is synchronous, memory counters absent."""
+    """The host CPU. Always available; execution is synchronous, memory counters absent.
+
+    See :func:`rss_bytes` for the memory of the process as a whole.
+    """
 
     name = "cpu"
 
     def is_available(self) -> bool:
+        """Return True: the CPU is always there."""
         return True
 
     def unavailable_reason(self) -> str:
+        """Return ``""`` (the CPU is always available)."""
         return ""
 
     @property
     def torch_device(self) -> torch.device:
+        """``torch.device("cpu")``."""
         return torch.device("cpu")
 
     def device_name(self) -> str:
+        """Return the CPU model (:func:`cpu_name`)."""
         return cpu_name()
 
     def synchronize(self) -> None:
-        # CPU kernels run synchronously on the calling thread: nothing to wait for.
+        """Do nothing: CPU kernels run synchronously on the calling thread."""
         return None
 
     def memory(self) -> dict[str, int | None]:
+        """Both counters ``None``: PyTorch keeps no allocator counters on the CPU."""
         return dict.fromkeys(MEMORY_KEYS)
 
     def empty_cache(self) -> None:
+        """Do nothing: the CPU allocator keeps no cache to return."""
         return None
 
 
 class CudaBackend(Backend):
-    """An NVIDIA (or ROCm) GPU through :mod:`torch.cuda`; ``index`` picks the device."""
+    """An NVIDIA (or ROCm) GPU through :mod:`torch.cuda`.
+
+    Parameters
+    ----------
+    index : int, default 0
+        Which visible device (sweeps use device 0; pick a GPU with
+        ``CUDA_VISIBLE_DEVICES``).
+
+    Raises
+    ------
+    ValueError
+        For a negative index.
+    """
 
     name = "cuda"
 
@@ -192,9 +250,11 @@ class CudaBackend(Backend):
         self.index = index
 
     def is_available(self) -> bool:
+        """Whether CUDA works and device ``index`` exists."""
         return bool(torch.cuda.is_available()) and self.index < torch.cuda.device_count()
 
     def unavailable_reason(self) -> str:
+        """Say why CUDA device ``index`` cannot be used (``""`` when it can)."""
         if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
             return "this torch build has no CUDA support (torch.version.cuda is None)"
         if not torch.cuda.is_available():
@@ -206,24 +266,30 @@ class CudaBackend(Backend):
 
     @property
     def torch_device(self) -> torch.device:
+        """``torch.device("cuda", index)``."""
         return torch.device("cuda", self.index)
 
     def device_name(self) -> str:
+        """Return the GPU's name, e.g. ``NVIDIA H200``."""
         return str(torch.cuda.get_device_name(self.index))
 
     def synchronize(self) -> None:
+        """Wait for every kernel queued on the device (:func:`torch.cuda.synchronize`)."""
         torch.cuda.synchronize(self.index)
 
     def memory(self) -> dict[str, int | None]:
+        """``memory_allocated`` and ``memory_reserved`` of the device."""
         return {
             "mem_allocated_bytes": int(torch.cuda.memory_allocated(self.index)),
             "mem_driver_bytes": int(torch.cuda.memory_reserved(self.index)),
         }
 
     def empty_cache(self) -> None:
+        """Return cached blocks to the driver (:func:`torch.cuda.empty_cache`)."""
         torch.cuda.empty_cache()
 
     def supports_dtype(self, dtype: str) -> bool:
+        """Whether ``dtype`` runs on the GPU (bfloat16 needs native support)."""
         # is_bf16_supported() knows the compute-capability rule (emulated bf16 on older
         # GPUs runs, but far slower, so it must not count as supported).
         if dtype == "bfloat16" and self.is_available():
@@ -234,14 +300,20 @@ class CudaBackend(Backend):
 
 
 class MpsBackend(Backend):
-    """Apple silicon GPUs through Metal Performance Shaders (:mod:`torch.mps`)."""
+    """Apple silicon GPUs through Metal Performance Shaders (:mod:`torch.mps`).
+
+    The device name is the chip's (``Apple M3 Max``): on Apple silicon the CPU brand
+    string names the whole chip, and :mod:`torch.mps` has no device-name query.
+    """
 
     name = "mps"
 
     def is_available(self) -> bool:
+        """Whether MPS works in this process (:func:`torch.backends.mps.is_available`)."""
         return bool(torch.backends.mps.is_available())
 
     def unavailable_reason(self) -> str:
+        """Say whether the build or the machine lacks MPS (``""`` when it works)."""
         if not torch.backends.mps.is_built():
             return "this torch build has no MPS support (torch.backends.mps.is_built() is False)"
         if not torch.backends.mps.is_available():
@@ -253,9 +325,11 @@ class MpsBackend(Backend):
 
     @property
     def torch_device(self) -> torch.device:
+        """``torch.device("mps")``."""
         return torch.device("mps")
 
     def device_name(self) -> str:
+        """Return the chip's name, e.g. ``Apple M3 Max``."""
         # On Apple silicon the CPU brand string names the whole chip ("Apple M3 Max"),
         # which is also the GPU; torch.mps offers no device-name query.
         return (
@@ -263,23 +337,50 @@ class MpsBackend(Backend):
         )
 
     def synchronize(self) -> None:
+        """Wait for every queued Metal command (:func:`torch.mps.synchronize`)."""
         torch.mps.synchronize()
 
     def memory(self) -> dict[str, int | None]:
+        """``current_allocated_memory`` and ``driver_allocated_memory``."""
         return {
             "mem_allocated_bytes": int(torch.mps.current_allocated_memory()),
             "mem_driver_bytes": int(torch.mps.driver_allocated_memory()),
         }
 
     def empty_cache(self) -> None:
+        """Return cached blocks to Metal (:func:`torch.mps.empty_cache`)."""
         torch.mps.empty_cache()
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name``: ``cpu``, ``cuda`` (or ``cuda:N``) or ``mps``.
+    """Return the backend called ``name``: ``cpu``, ``cuda`` (or ``cuda:N``) or ``mps``.
 
     The backend is returned even when unavailable, so that callers can report
-    :meth:`Backend.unavailable_reason`; an unknown name raises :class:`ValueError`.
+    :meth:`Backend.unavailable_reason`.
+
+    Parameters
+    ----------
+    name : str
+        ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (case and surrounding space ignored).
+
+    Returns
+    -------
+    Backend
+        A :class:`CpuBackend`, :class:`CudaBackend` or :class:`MpsBackend`.
+
+    Raises
+    ------
+    ValueError
+        For any other name.
+
+    Examples
+    --------
+    >>> get_backend("cuda:1")
+    CudaBackend(device='cuda:1')
+    >>> get_backend("gpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown backend 'gpu'; valid names are cpu, cuda, mps (or cuda:N)
     """
     if not isinstance(name, str):
         raise ValueError(f"backend name must be a string, got {type(name).__name__}")

@@ -3,11 +3,21 @@
 Usage::
 
     regimes collect SPEC.toml -o RUN_DIR [--max-seconds S] [--no-compact] [--quiet]
+                    [--cluster tcp://HOST:PORT]
+
+With ``--cluster`` the sweep runs on the workers of a Dask scheduler
+(:mod:`collectors.fleet`) and RUN_DIR is written here as their trials come back.
 
 Rerunning the same command resumes an interrupted or sliced sweep. Exit status: 0
-complete, 2 a spec or directory problem (one line on stderr, before any work), 3
-incomplete (``--max-seconds`` passed; rerun to continue), 130 interrupted, 1 a session
-process failed outside any case.
+complete, 2 a spec or directory problem or the ``collect`` extra not installed (one line
+on stderr, before any work), 3 incomplete (``--max-seconds`` passed; rerun to
+continue), 4 complete but some cases failed (their count on stderr; the run's ``errors``
+table holds them), 130 interrupted, 1 a session process failed outside any case.
+
+Before measuring, the command looks at how quiet the machine is (load, other busy
+processes, the CPU frequency governor, other processes on the GPU, macOS power and
+thermal state: :mod:`collectors.hygiene`), warns about what would disturb the timings,
+and records it in ``meta.json``.
 
 This module is imported by ``regimes --help`` and every other subcommand, so it must
 not import torch: everything measurement-related is imported inside the handler.
@@ -21,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register", "run_collect"]
+__all__ = ["EXIT_CASES_FAILED", "register", "run_collect"]
 
 
 def register(subparsers: Any) -> None:
@@ -57,41 +67,113 @@ def register(subparsers: Any) -> None:
         help="keep one parquet part per trial instead of merging them at the end",
     )
     collect.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    collect.add_argument(
+        "--cluster",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="run on the workers of this Dask scheduler (a fleet of machines, each "
+        "started with `dask worker tcp://HOST:PORT`); the spec is checked against the "
+        "backends the fleet offers, not this machine's",
+    )
     collect.set_defaults(handler=run_collect)
 
 
+EXIT_CASES_FAILED = 4
+"""Exit status of a sweep that ran to the end with cases recorded as failed."""
+
+_COLLECT_NEEDS = ("torch", "transformers", "tqdm", "psutil")
+"""What measuring imports beyond the analysis package: the ``collect`` extra."""
+
+
+def _missing_extra(exc: ImportError) -> str | None:
+    """Name the ``collect`` dependency whose absence ``exc`` reports, if it is one."""
+    name = (exc.name or "").split(".")[0]
+    return name if name in _COLLECT_NEEDS else None
+
+
 def run_collect(args: argparse.Namespace) -> int:
-    """Handler of ``regimes collect``: validate, run, print the summary, return the status."""
+    """Run ``regimes collect``: validate, run, print the summary, return the exit status."""
     from regimes.data.schema import RegimesInputError
 
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise RegimesInputError(f"--max-seconds must be positive, got {args.max_seconds}")
-    from .spec import SweepSpec
-    from .sweep import EXIT_CODES, run_sweep
-
-    spec = SweepSpec.from_toml(args.spec)
+    try:
+        from .hygiene import machine_state
+        from .spec import SweepSpec
+        from .sweep import EXIT_CODES
+    except ImportError as exc:
+        missing = _missing_extra(exc)
+        if missing is None:
+            raise
+        print(
+            f"regimes collect: error: measuring needs {missing}, which is not installed "
+            "here; install the collect extra: pip install 'regimes[collect]'",
+            file=sys.stderr,
+        )
+        return 2
+    spec = SweepSpec.from_toml(args.spec, check_available=args.cluster is None)
     run_dir = args.output if args.output is not None else Path("runs") / args.spec.stem
-    resume = ["regimes", "collect", str(args.spec), "-o", str(run_dir)]
-    if args.max_seconds is not None:
-        resume += ["--max-seconds", f"{args.max_seconds:g}"]
+    resume = _resume_command(args, run_dir)
     print(
         f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "
-        f"session(s) (+{spec.warmup} warm-up(s) each) -> {str(run_dir)!r}",
+        f"session(s) (+{spec.warmups_per_session()} warm-up(s) per session, "
+        f"{spec.warmup_policy}) -> {str(run_dir)!r}",
         file=sys.stderr,
     )
     try:
-        result = run_sweep(
-            spec,
-            run_dir,
-            max_seconds=args.max_seconds,
-            progress=not args.quiet,
-            compact=not args.no_compact,
-            command=list(sys.argv),
-        )
+        hygiene = machine_state() if args.cluster is None else None
+        for warning in (hygiene or {}).get("warnings", []):
+            print(f"collect: warning: the machine is not quiet: {warning}", file=sys.stderr)
+        result = _sweep(spec, run_dir, args, hygiene)
     except KeyboardInterrupt:  # outside the sweep loop, e.g. while reading the environment
         print(f"collect: interrupted; rerun to resume: {shlex.join(resume)}", file=sys.stderr)
         return EXIT_CODES["interrupted"]
     print(result.summary())
     if result.status != "complete":
         print(f"resume with: {shlex.join(resume)}")
-    return result.exit_code
+    return _exit_status(result)
+
+
+def _resume_command(args: argparse.Namespace, run_dir: Path) -> list[str]:
+    resume = ["regimes", "collect", str(args.spec), "-o", str(run_dir)]
+    if args.max_seconds is not None:
+        resume += ["--max-seconds", f"{args.max_seconds:g}"]
+    if args.cluster is not None:
+        resume += ["--cluster", args.cluster]
+    return resume
+
+
+def _sweep(spec: Any, run_dir: Path, args: argparse.Namespace, hygiene: Any) -> Any:
+    """Run the sweep here, or on the fleet at ``--cluster``."""
+    options: dict[str, Any] = {
+        "max_seconds": args.max_seconds,
+        "progress": not args.quiet,
+        "compact": not args.no_compact,
+        "command": list(sys.argv),
+    }
+    if args.cluster is not None:
+        from .fleet import run_fleet_sweep
+
+        return run_fleet_sweep(spec, run_dir, args.cluster, **options)
+    from .sweep import run_sweep
+
+    return run_sweep(spec, run_dir, hygiene=hygiene, **options)
+
+
+def _exit_status(result: Any) -> int:
+    """Return the sweep's exit status, or :data:`EXIT_CASES_FAILED` after failed cases.
+
+    The run's ``errors`` table is the record: one row per failed case and session.
+    """
+    if result.exit_code != 0 or not result.errors_on_disk:
+        return int(result.exit_code)
+    from regimes.data.io import read_run
+
+    errors = read_run(result.run_dir).errors
+    print(
+        f"collect: {errors.height} failed case(s) in {errors['session'].n_unique()} "
+        f"session(s), recorded in the run's errors table "
+        f"(regimes.read_run({str(result.run_dir)!r}).errors); exit status {EXIT_CASES_FAILED}",
+        file=sys.stderr,
+    )
+    return EXIT_CASES_FAILED

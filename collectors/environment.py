@@ -24,7 +24,9 @@ import psutil
 import torch
 import transformers
 
+from ._attention import enabled_sdpa_backends
 from .backends import cpu_name, get_backend, sysctl_value
+from .spec import SDPA_BACKENDS
 
 __all__ = ["ENV_VARS", "environment_metadata"]
 
@@ -72,6 +74,11 @@ def _cuda_details() -> dict[str, Any]:
         "hip_runtime": getattr(torch.version, "hip", None),
         "driver": _nvidia_driver_version(),
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn_enabled": bool(torch.backends.cudnn.enabled),
+        # Which attention kernels SDPA may pick decides what a decode step costs (the
+        # cuDNN one builds a plan per new KV length); a spec's sdpa_backends narrows
+        # these per generation, and each trial records what was in effect.
+        "sdpa_backends_enabled": {name: name in enabled_sdpa_backends() for name in SDPA_BACKENDS},
         "device_count": count,
         "devices": [
             {
@@ -108,15 +115,38 @@ def _backend_entry(name: str) -> dict[str, Any]:
 
 
 def environment_metadata(backends: Iterable[str] = ()) -> dict[str, Any]:
-    """Where and with what a run is measured, as a JSON-serialisable dict.
+    """Describe where and with what a run is measured, as a JSON-serialisable dict.
 
-    Top-level keys: ``os``, ``os_release``, ``os_version``, ``platform``, ``machine``,
-    ``python``, ``torch``, ``transformers``, ``regimes``, ``cpu``, ``cpu_count``,
-    ``memory_bytes``, ``hostname``, ``timestamp_utc`` (ISO 8601), ``torch_threads``,
-    ``torch_interop_threads``, ``env`` (:data:`ENV_VARS` to their values or ``None``)
-    and ``backends``: for each requested backend name its availability and either
-    its device name plus details (CUDA: runtime, driver, cuDNN, devices; MPS: macOS
-    version, chip) or the reason it is unavailable. Unknown names raise ValueError.
+    A value that cannot be determined is ``None`` rather than an error.
+
+    Parameters
+    ----------
+    backends : iterable of str, default ()
+        Backend names whose devices to describe.
+
+    Returns
+    -------
+    dict
+        Top-level keys ``os``, ``os_release``, ``os_version``, ``platform``,
+        ``machine``, ``python``, ``torch``, ``transformers``, ``regimes``, ``cpu``,
+        ``cpu_count``, ``memory_bytes``, ``hostname``, ``timestamp_utc`` (ISO 8601),
+        ``torch_threads``, ``torch_interop_threads``, ``env`` (:data:`ENV_VARS` to
+        their values or ``None``) and ``backends``: for each requested backend its
+        availability and either its device name plus details (CUDA: runtime, driver,
+        cuDNN version and whether cuDNN is enabled, the SDPA kernels enabled
+        (``sdpa_backends_enabled``), devices; MPS: macOS version, chip) or the reason
+        it is unavailable.
+
+    Raises
+    ------
+    ValueError
+        For an unknown backend name.
+
+    Examples
+    --------
+    >>> meta = environment_metadata(["cpu"])
+    >>> meta["backends"]["cpu"]["available"], meta["env"]["CUDA_VISIBLE_DEVICES"] is None
+    (True, True)
     """
     requested = list(dict.fromkeys(backends))
     return {

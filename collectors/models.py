@@ -30,8 +30,10 @@ from transformers import (
     GPT2Config,
     OPTConfig,
     PretrainedConfig,
+    PreTrainedModel,
 )
 
+from ._dtypes import DTYPES, torch_dtype
 from .backends import Backend
 
 __all__ = [
@@ -45,23 +47,13 @@ __all__ = [
     "torch_dtype",
 ]
 
-DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 WEIGHTS: tuple[str, ...] = ("random", "pretrained")
 
-_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _CONFIG_CLASSES: dict[str, type[PretrainedConfig]] = {
     "gpt2": GPT2Config,
     "bloom": BloomConfig,
     "opt": OPTConfig,
 }
-
-
-def torch_dtype(dtype: str) -> torch.dtype:
-    """The :class:`torch.dtype` for one of :data:`DTYPES`; ValueError otherwise."""
-    try:
-        return _TORCH_DTYPES[dtype]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {DTYPES}") from None
 
 
 @dataclass(frozen=True)
@@ -80,7 +72,7 @@ class ModelPreset:
     hub_id: str | None = None
 
     def config(self) -> PretrainedConfig:
-        """A fresh config object; building it allocates no weights."""
+        """Build a fresh config object (it allocates no weights)."""
         return _CONFIG_CLASSES[self.family](**dict(self.config_kwargs))
 
     @property
@@ -198,15 +190,18 @@ class LoadedModel:
     ``max_positions`` is the longest sequence (prompt + new tokens) the position
     embeddings allow, ``None`` for position-free attention such as BLOOM's ALiBi.
     ``eos_token_ids`` are the end-of-sequence ids the engines suppress.
+    ``attn_implementation`` is the attention implementation the model runs
+    (``eager``, ``sdpa``, ...), as transformers resolved it.
     """
 
-    model: torch.nn.Module
+    model: PreTrainedModel
     label: str
     vocab_size: int
     max_positions: int | None
     weights: str
     dtype: str = "float32"
     eos_token_ids: tuple[int, ...] = ()
+    attn_implementation: str | None = None
 
     @property
     def device(self) -> torch.device:
@@ -239,7 +234,7 @@ def _max_positions(config: PretrainedConfig) -> int | None:
     return None
 
 
-def _build_random(name: str, seed: int) -> torch.nn.Module:
+def _build_random(name: str, seed: int, attn: dict[str, str]) -> PreTrainedModel:
     preset = PRESETS.get(name)
     if preset is None:
         raise ValueError(
@@ -249,12 +244,12 @@ def _build_random(name: str, seed: int) -> torch.nn.Module:
     # fork_rng keeps the caller's global RNG state untouched by the seeded init.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return AutoModelForCausalLM.from_config(preset.config())
+        return AutoModelForCausalLM.from_config(preset.config(), **attn)
 
 
-def _load_pretrained(name: str, dtype: torch.dtype) -> torch.nn.Module:
+def _load_pretrained(name: str, dtype: torch.dtype, attn: dict[str, str]) -> PreTrainedModel:
     try:
-        return AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+        return AutoModelForCausalLM.from_pretrained(name, dtype=dtype, **attn)
     except OSError as exc:
         where = (
             "local directory"
@@ -272,6 +267,7 @@ def load_model(
     weights: str = "random",
     seed: int = 0,
     label: str | None = None,
+    attn_implementation: str | None = None,
 ) -> LoadedModel:
     """Build or load a causal LM, in eval mode, on ``device`` in ``dtype``.
 
@@ -284,38 +280,68 @@ def load_model(
     ``weights="pretrained"``: ``name`` is a hub id or a local directory written by
     ``save_pretrained``; weights are loaded in ``dtype``.
 
-    ``label`` (default: the preset name, or the directory's base name, or the hub id)
-    is what the trial table's ``model`` column will say.
+    Every loaded model gets a clean greedy generation config whose end-of-sequence
+    ids are kept, so that the engines can suppress them.
+
+    Parameters
+    ----------
+    name : str
+        A preset name (``weights="random"``), or a hub id or a local directory
+        (``weights="pretrained"``).
+    dtype : str, default "float32"
+        ``float32``, ``float16`` or ``bfloat16``.
+    device : str, torch.device or Backend, default "cpu"
+        Where the weights go.
+    weights : str, default "random"
+        ``"random"`` or ``"pretrained"``.
+    seed : int, default 0
+        Seed of the random weights.
+    label : str, optional
+        What the trial table's ``model`` column will say (default: the preset name,
+        the directory's base name, or the hub id).
+    attn_implementation : str, optional
+        The attention implementation (``"eager"``, ``"sdpa"``, ...), passed to
+        ``from_config`` or ``from_pretrained``; default: the model's.
+
+    Returns
+    -------
+    LoadedModel
+        The model with its label, vocabulary size, position limit and EOS ids.
+
+    Raises
+    ------
+    ValueError
+        An unknown preset, dtype, weights kind or device, or a checkpoint that cannot
+        be loaded.
+
+    See Also
+    --------
+    run_generation : generate and time exactly ``budget`` tokens with it.
+
+    Examples
+    --------
+    >>> loaded = load_model("tiny-gpt2", seed=1)
+    >>> loaded.label, loaded.max_positions, loaded.eos_token_ids
+    ('tiny-gpt2', 2048, (999,))
+    >>> load_model("tiny-gpt2", attn_implementation="eager").attn_implementation
+    'eager'
     """
     if weights not in WEIGHTS:
         raise ValueError(f"unknown weights {weights!r}; expected one of {WEIGHTS}")
     target_dtype = torch_dtype(dtype)
     target_device = _resolve_device(device)
+    attn = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if weights == "random":
-        model = _build_random(name, seed)
+        model = _build_random(name, seed, attn)
         default_label = name
     else:
-        model = _load_pretrained(name, target_dtype)
+        model = _load_pretrained(name, target_dtype, attn)
         default_label = os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name
-    model = model.to(device=target_device, dtype=target_dtype)
+    # transformers wraps `to` in a decorator whose signature mypy misreads.
+    model = model.to(device=target_device, dtype=target_dtype)  # type: ignore[call-arg]
     model.eval()
-
+    eos_ids = _set_greedy_generation(model)
     config = model.config
-    eos_ids = _as_ids(config.eos_token_id)
-    if not eos_ids and model.generation_config is not None:
-        eos_ids = _as_ids(model.generation_config.eos_token_id)
-    pad_id = (
-        config.pad_token_id if config.pad_token_id is not None else (eos_ids[0] if eos_ids else 0)
-    )
-    # A clean greedy config: a checkpoint's own one may ask for sampling or beam search,
-    # or carry a max_length that would cap the budget.
-    model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id,
-        eos_token_id=list(eos_ids) if len(eos_ids) > 1 else (eos_ids[0] if eos_ids else None),
-        pad_token_id=pad_id,
-        do_sample=False,
-        num_beams=1,
-    )
     return LoadedModel(
         model=model,
         label=label or default_label,
@@ -324,11 +350,35 @@ def load_model(
         weights=weights,
         dtype=dtype,
         eos_token_ids=eos_ids,
+        attn_implementation=getattr(config, "_attn_implementation", None),
     )
 
 
-def make_prompt(prompt_tokens: int, vocab_size: int, *, seed: int = 0) -> torch.LongTensor:
-    """A deterministic prompt of shape ``(1, prompt_tokens)`` on the CPU.
+def _set_greedy_generation(model: PreTrainedModel) -> tuple[int, ...]:
+    """Give ``model`` a clean greedy generation config; return its end-of-sequence ids.
+
+    A checkpoint's own config may ask for sampling or beam search, or carry a
+    ``max_length`` that would cap the budget.
+    """
+    config = model.config
+    eos_ids = _as_ids(config.eos_token_id)
+    if not eos_ids and model.generation_config is not None:
+        eos_ids = _as_ids(model.generation_config.eos_token_id)
+    pad_id = (
+        config.pad_token_id if config.pad_token_id is not None else (eos_ids[0] if eos_ids else 0)
+    )
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=list(eos_ids) if len(eos_ids) > 1 else (eos_ids[0] if eos_ids else None),
+        pad_token_id=pad_id,
+        do_sample=False,
+        num_beams=1,
+    )
+    return eos_ids
+
+
+def make_prompt(prompt_tokens: int, vocab_size: int, *, seed: int = 0) -> torch.Tensor:
+    """Draw a deterministic prompt of shape ``(1, prompt_tokens)`` on the CPU.
 
     Ids are drawn uniformly from ``[4, vocab_size - 1)`` with a private generator seeded
     by ``seed``: the presets keep their special tokens (pad, bos, eos, unk) at ids 0-3

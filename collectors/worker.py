@@ -8,8 +8,9 @@ anything else written to stdout (by a library, say) is sent to stderr instead, s
 parent can trust every line it reads.
 
 Exit status: 0 the session is done, 3 the ``--deadline`` passed (the trial in flight,
-and the first measured trial of a case whose warm-ups had begun, were finished first), 130 interrupted, 2 the run directory is unusable. The session
-also stops, as if interrupted, when its parent process is gone.
+and the first measured trial of a case whose warm-ups had begun, were finished first),
+130 interrupted, 2 the run directory is unusable. The session also stops, as if
+interrupted, when its parent process is gone.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["main"]
 
 
 def _event_stream() -> IO[str]:
-    """A line-buffered handle on the real stdout; fd 1 itself then points to stderr."""
+    """Open a line-buffered handle on the real stdout; fd 1 then points to stderr."""
     events_fd = os.dup(sys.stdout.fileno())
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -37,6 +38,7 @@ def _event_stream() -> IO[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the session named on the command line; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m collectors.worker", description=__doc__.splitlines()[0]
     )
@@ -62,18 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return DEADLINE
         return None
 
-    from regimes.data.io import RunWriter
-
-    from .spec import SweepSpec
-    from .sweep import _DEADLINE as DEADLINE
-    from .sweep import EXIT_CODES, run_session
+    from ._session import DEADLINE, EXIT_CODES
+    from .sweep import run_stored_session
 
     try:
-        writer = RunWriter(args.run_dir, None)
-        spec = SweepSpec.from_dict(writer.meta["spec"], check_available=False)
-        if not 0 <= args.session < spec.sessions:
-            raise RegimesInputError(f"session {args.session} is outside 0..{spec.sessions - 1}")
-        outcome = run_session(spec, writer, args.session, emit=emit, should_stop=should_stop)
+        outcome = run_stored_session(args.run_dir, args.session, emit=emit, should_stop=should_stop)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         emit({"event": "end", "status": "interrupted"})

@@ -75,7 +75,7 @@ def analyse(run_dir: Path, out: Path, name: str) -> list[str]:
     print(f"      report: {html}")
     for image in images:
         print(f"      chart:  {image}")
-    return report.headlines()
+    return report.findings()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,10 +40,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "CASE_COLUMNS",
     "TRIAL_SCHEMA",
+    "AlignmentResult",
     "BackendComparison",
+    "BackendResult",
     "BoundaryAlignment",
+    "ComparisonResult",
+    "HistoryResult",
     "MemoryConfound",
+    "MemoryResult",
     "PhaseAttribution",
+    "PhaseResult",
+    "RefineResult",
     "RegimeReport",
     "RegimeResult",
     "RegimesInputError",
@@ -56,25 +63,38 @@ __all__ = [
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
+    "compare_runs",
     "detect_regimes",
+    "history_effect",
     "load",
     "memory_confound",
     "published_gpt2_medium",
     "read_run",
+    "refine_boundaries",
     "save",
     "simulate_sweep",
     "validate_trials",
 ]
 
 _LAZY: dict[str, str] = {
+    "BackendResult": "regimes.explain.backends",
     "BackendComparison": "regimes.explain.backends",
     "compare_backends": "regimes.explain.backends",
+    "AlignmentResult": "regimes.explain.alignment",
     "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
+    "ComparisonResult": "regimes.compare",
+    "compare_runs": "regimes.compare",
+    "PhaseResult": "regimes.explain.phases",
     "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
+    "HistoryResult": "regimes.explain.history",
+    "history_effect": "regimes.explain.history",
+    "MemoryResult": "regimes.explain.memory",
     "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
+    "RefineResult": "regimes.refine",
+    "refine_boundaries": "regimes.refine",
     "RegimeReport": "regimes.detect",
     "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
@@ -93,12 +113,19 @@ _MODULES: dict[str, str] = {
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
     from regimes.detect import RegimeReport, RegimeResult, detect_regimes
-    from regimes.explain.alignment import BoundaryAlignment, align_boundaries
-    from regimes.explain.backends import BackendComparison, compare_backends
-    from regimes.explain.memory import MemoryConfound, memory_confound
-    from regimes.explain.phases import PhaseAttribution, attribute_phases
+    from regimes.explain.alignment import (
+        AlignmentResult,
+        BoundaryAlignment,
+        align_boundaries,
+    )
+    from regimes.explain.backends import BackendComparison, BackendResult, compare_backends
+    from regimes.explain.history import HistoryResult, history_effect
+    from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
+    from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
+    from regimes.refine import RefineResult, refine_boundaries
     from regimes.speedup import SpeedupResult, cache_speedup
 
 

@@ -139,6 +139,26 @@ class AnalysisResult:
             out["untested"] = _json_safe(untested.to_dicts())
         return out
 
+    def chart(self, df: Any = None, **options: Any) -> Any:
+        """Return the library's full chart of this result (an Altair chart).
+
+        Parameters
+        ----------
+        df : polars.DataFrame or pandas.DataFrame, optional
+            The trial table, for charts that draw trials; default: the result's own
+            ``trials`` when it keeps them.
+        **options
+            Passed to the chart function (see :func:`regimes.viz.result_chart`).
+
+        Returns
+        -------
+        altair.TopLevelMixin
+            The chart; a notebook renders it, :func:`regimes.plot.save` writes it.
+        """
+        from regimes.viz import result_chart  # altair loads only when a chart is drawn
+
+        return result_chart(self, df, **options)
+
     def to_json(self, indent: int | None = 2) -> str:
         """Return :meth:`to_dict` as a JSON string (stable key order)."""
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)

@@ -25,9 +25,10 @@ The method, with its references, is described in ``docs/method.md``.
 from __future__ import annotations
 
 import math
+import textwrap
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -55,8 +56,9 @@ from regimes._stats.regimes import Regime, find_regimes, regime_groups
 from regimes._stats.segmentation import bic_penalty, edge_breaks, segment_curves
 from regimes._stats.trends import SmoothTrend, grouped_trends, level_trend, trend_coordinate
 from regimes.data._prepare import prepare_trials
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
+from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.errors import RegimesInputError, RegimesWarning
+from regimes.explain.history import detection_note
 
 __all__ = ["RegimeResult", "detect_regimes"]
 
@@ -102,7 +104,7 @@ class RegimeResult(AnalysisResult):
     ----------
     curve : polars.DataFrame
         Per group and ``x``: ``n``, ``n_sessions``, ``median``, ``ci_low``, ``ci_high``
-        (bootstrap interval of the median), ``baseline`` (smooth trend at ``x``: the
+        (t interval of the median), ``baseline`` (smooth trend at ``x``: the
         flank trend inside anomalies, a robust fit of the other cells elsewhere),
         ``ratio`` (median / baseline), ``segment`` and ``anomalous``.
     change_points : polars.DataFrame
@@ -130,6 +132,9 @@ class RegimeResult(AnalysisResult):
         The columns that form a group.
     params : dict
         The call's arguments.
+    history_note : str or None
+        Which anomalies process history explains, or may explain, when their trials met
+        KV lengths for the first time (:func:`regimes.explain.history.detection_note`).
     """
 
     _tables: ClassVar[tuple[str, ...]] = ("anomalies", "change_points", "curve", "groups")
@@ -145,6 +150,7 @@ class RegimeResult(AnalysisResult):
     y: str
     group_columns: list[str]
     params: dict[str, Any]
+    history_note: str | None = None
 
     def _label(self, row: dict[str, Any]) -> str:
         """Label a group by the columns that tell this call's groups apart."""
@@ -209,6 +215,8 @@ class RegimeResult(AnalysisResult):
         lines.append("=" * _WIDTH)
         for row in self.untested.iter_rows(named=True):
             lines.append(f"Not testable here: {self._label(row)}: {row['reason']}")
+        if self.history_note:
+            lines += textwrap.wrap(f"History: {self.history_note}", _WIDTH)
         return "\n".join(lines)
 
     def _section(
@@ -235,47 +243,6 @@ class RegimeResult(AnalysisResult):
 
     def __str__(self) -> str:
         return self.summary()
-
-    def chart(self) -> Any:
-        """Return a plain Altair layer: median line, CI band and shaded anomalies per group."""
-        import altair as alt
-
-        label = (
-            pl.concat_str(
-                [
-                    pl.format("{}={}", pl.lit(c), pl.col(c).cast(pl.String))
-                    for c in self.group_columns
-                ],
-                separator=", ",
-            )
-            if self.group_columns
-            else pl.lit("all rows")
-        ).alias("group")
-        curve = self.curve.with_columns(label).to_pandas()
-        anomalies = self.anomalies.with_columns(label).to_pandas()
-        base = alt.Chart(curve).encode(
-            x=alt.X(f"{self.x}:Q", title=self.x), color=alt.Color("group:N", title="group")
-        )
-        band = base.mark_area(opacity=0.2).encode(
-            y=alt.Y("ci_low:Q", title=self.y, scale=alt.Scale(type="log")), y2="ci_high:Q"
-        )
-        line = base.mark_line(point=True).encode(
-            y="median:Q", tooltip=[self.x, "median", "ci_low", "ci_high", "ratio", "group"]
-        )
-        trend = base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="baseline:Q")
-        layers = [band, line, trend]
-        if len(anomalies):
-            layers.insert(
-                0,
-                alt.Chart(anomalies)
-                .mark_rect(opacity=0.15, color="firebrick")
-                .encode(
-                    x="start:Q",
-                    x2="end:Q",
-                    tooltip=["group", "start", "end", "ratio", "q_value", "kind"],
-                ),
-            )
-        return alt.layer(*layers).properties(width=480, height=260)
 
 
 RegimeReport = RegimeResult
@@ -366,7 +333,8 @@ def _check_arguments(**params: Any) -> dict[str, Any]:
         raise RegimesInputError(
             f"direction must be one of {DIRECTIONS}, got {params['direction']!r}"
         )
-    check_n_boot(params["n_boot"])
+    check_n_boot(params["n_boot"], level=params["level"])
+    check_seed(params["seed"])
     penalty = params["penalty"]
     if not (math.isfinite(penalty) and penalty > 0):
         raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")
@@ -991,7 +959,8 @@ def detect_regimes(
        variances are involved. *Biometrika* 34, 28-35.
     .. [5] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their
        Application*, section 3.8; Field, C. A. and Welsh, A. H. (2007). Bootstrapping
-       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap).
+       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap, which
+       these t intervals replace: with two or three sessions it cannot reach its level).
     .. [6] McCarthy, D. J. and Smyth, G. K. (2009). Testing significance relative to a
        fold-change threshold is a TREAT. *Bioinformatics* 25, 765-771.
     .. [7] Truong, C., Oudre, L. and Vayatis, N. (2020). Selective review of offline
@@ -1039,7 +1008,10 @@ def detect_regimes(
         if trend is not None:
             candidates += _test_regimes(curve, trend, direction, min_ratio, level)
     decision = _decide(change_points, candidates, alpha, fdr)
-    return _assemble(cells, index, fits, taus, (change_points, candidates, decision), frame, params)
+    result = _assemble(
+        cells, index, fits, taus, (change_points, candidates, decision), frame, params
+    )
+    return replace(result, history_note=detection_note(result, df))
 
 
 def _assemble(

@@ -5,10 +5,11 @@ For a group (the case columns without ``use_cache``) and an ``x`` measured both 
 .. math::  S(x) = \frac{\operatorname{median}(y \mid \text{cache off}, x)}
                         {\operatorname{median}(y \mid \text{cache on}, x)}.
 
-**Interval of S.** The two cells are independent measurements, so each is resampled on
-its own (sessions first, then trials inside each drawn session:
-:mod:`regimes._stats.resample`, the scheme of :mod:`regimes._stats.bootstrap`); the ratio of the two
-bootstrap medians is formed per replicate and the percentile interval read off.
+**Interval of S.** The two cells are independent measurements, so on the log scale the
+variance of :math:`\log S` is the sum of the two cells' median variances
+(:func:`regimes._stats.levels.cell_levels`: moderated within-session noise and, with
+several sessions, the spread of their medians), and the interval is a t interval with
+Welch-Satterthwaite degrees of freedom (see :func:`_speedup_table`).
 
 **Collapses.** On the log scale the speedup's level is the difference of the two
 cells' levels, :math:`L = \ell_{\text{off}} - \ell_{\text{on}}`, with variance
@@ -64,7 +65,7 @@ from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
 from regimes._stats.trends import level_trend
 from regimes.data._prepare import prepare_trials
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot
+from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.errors import RegimesInputError, RegimesWarning
 from regimes.explain._anomalies import group_label, summary_text
 
@@ -94,7 +95,7 @@ class SpeedupResult(AnalysisResult):
     ----------
     speedup : polars.DataFrame
         Per group and ``x`` measured both ways: ``speedup`` (cache-off median over
-        cache-on median) with its bootstrap ``ci_low``, ``ci_high``; ``trend`` (the
+        cache-on median) with its t interval ``ci_low``, ``ci_high``; ``trend`` (the
         smooth speedup trend: the flank trend inside collapses) and ``ratio``
         (``speedup / trend``); ``off_median``, ``on_median``, ``off_n``, ``on_n``.
     collapses : polars.DataFrame
@@ -237,10 +238,11 @@ def cache_speedup(
     level: float = 0.95,
     session: str | None = None,
 ) -> SpeedupResult:
-    """KV-cache speedup per group and ``x`` with bootstrap CIs, and where it collapses.
+    """KV-cache speedup per group and ``x`` with its CI, and where it collapses.
 
     The speedup at ``x`` is the cache-off median of ``y`` over the cache-on median. Its
-    interval resamples the two cells independently, sessions first. A collapse is an
+    interval combines the two cells' variances (each with its session lottery) in a t
+    interval on the log scale. A collapse is an
     interval of ``x`` where the log-speedup falls significantly below its own smooth
     trend (see the module docstring and ``docs/method.md``).
 
@@ -260,9 +262,10 @@ def cache_speedup(
     min_ratio : float, default 1.25
         A collapse keeps at most ``1 / min_ratio`` of the trend's speedup.
     n_boot : int, default 2000
-        Bootstrap replicates of each cell's median.
+        Validated and kept in ``params`` for one signature with the analyses that
+        resample; the speedup's intervals are t intervals and draw nothing.
     seed : int, default 0
-        Seed of the bootstrap.
+        As ``n_boot``; the result is deterministic.
     level : float, default 0.95
         Confidence level of every interval.
     session : str, optional
@@ -302,7 +305,8 @@ def cache_speedup(
        (1947). *Biometrika* 34, 28-35 (the degrees of freedom of a sum of variances).
     .. [4] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their
        Application*, section 3.8; Field, C. A. and Welsh, A. H. (2007). Bootstrapping
-       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap).
+       clustered data. *J. R. Stat. Soc. B* 69, 369-390 (the cluster bootstrap, which
+       these t intervals replace: with two or three sessions it cannot reach its level).
     .. [5] Rousseeuw, P. J. and Croux, C. (1993). Alternatives to the median absolute
        deviation. *J. Am. Stat. Assoc.* 88, 1273-1283 (the Qn scale).
 
@@ -324,7 +328,8 @@ def cache_speedup(
     """
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
-    check_n_boot(n_boot)
+    check_n_boot(n_boot, level=level)
+    check_seed(seed)
     frame, group_columns = _prepare(df, x, y, by, session)
     params = dict(
         x=x,

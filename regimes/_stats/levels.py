@@ -333,8 +333,8 @@ def _huber_cells(
         median = _middle(adjusted, cell_start, cell_size)
     else:
         median = np.asarray(_run_medians(adjusted, s.row_cell))
-    r = (adjusted - np.repeat(median, cell_size)) / sigma
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):  # sigma 0 or NaN: step unused
+        r = (adjusted - np.repeat(median, cell_size)) / sigma
         psi = np.add.reduceat(np.nan_to_num(np.clip(r, -HUBER_K, HUBER_K)), cell_start)
         inside = np.add.reduceat((np.abs(r) < HUBER_K).astype(float), cell_start)
     cell_sigma = sigma[cell_start]

@@ -6,13 +6,15 @@ shifts do not bend it). Each segment :math:`k` then has a level :math:`m_k`, the
 precision-weighted mean of its residuals :math:`\\ell_t - G_t`. What is *normal* is
 decided once per curve, from those levels, before anything is tested:
 
-* **reference.** A curve starts normal, and a step or a down-step departs from it:
-  the first segment sets the reference when it (with the other segments at its level)
-  holds more than :data:`EDGE_CELLS` cells. A shorter start may itself be a spike or a
-  dip at the first budgets. Then, when the curve also ends in a short segment and the
-  two ends (with the segments close to either) share one level along one smooth trend
-  fitted to them alone, they are the reference (a long anomaly between two short
-  normal stretches); otherwise the level shared by most cells is, unless the first
+* **reference.** A curve starts normal, and a step or a down-step departs from it: the
+  first segment sets the reference when it (with the other segments at its level) holds
+  more than :data:`EDGE_CELLS` cells. A level known no better than half the threshold (a
+  cell or two at an end, where the trend is extrapolated) is close to anything, so it
+  never sets or supports the reference, it only joins it. A shorter start may itself be
+  a spike or a dip at the first budgets. Then, when the curve also ends in a short
+  segment and the two ends (with the segments close to either) share one level along one
+  smooth trend fitted to them alone, they are the reference (a long anomaly between two
+  short normal stretches); otherwise the level shared by most cells is, unless the first
   level leaves fewer runs of departing segments (a spike right after a short normal
   start, then a step). The reference level is the precision-weighted mean of its
   segments' levels.
@@ -196,23 +198,30 @@ def _reference(
     """Return the reference segments (see the module docstring)."""
     k = levels.level.size
     sizes = np.diff(edges)
+    se = np.sqrt(np.diag(levels.cov))
+    # a level known no better than half the threshold (one cell at an end, where the
+    # trend is extrapolated) is close to anything: it may join a level, not set one
+    precise = [int(j) for j in np.flatnonzero(se < 0.5 * max(threshold, 0.1))] or list(range(k))
 
     def close(i: int, j: int) -> bool:
         return levels.close(i, j, threshold)
 
+    def support(i: int) -> int:
+        return sum(int(sizes[j]) for j in precise if close(i, j))
+
+    if k == 1:
+        return [0]
     ends = sorted({j for j in range(k) if close(j, 0) or close(j, k - 1)})
-    first_level = [j for j in range(k) if close(0, j)]
-    short_start = int(sizes[first_level].sum()) <= EDGE_CELLS
-    short_end = int(sizes[-1]) <= EDGE_CELLS
-    if k == 1 or not short_start:
-        return first_level
-    if short_end and _one_level(est, ends, edges):
+    if 0 in precise and support(0) > EDGE_CELLS:
+        return [j for j in range(k) if close(0, j)]
+    if int(sizes[-1]) <= EDGE_CELLS and _one_level(est, ends, edges):
         return ends
-    support = np.asarray([sum(int(sizes[j]) for j in range(k) if close(i, j)) for i in range(k)])
+    counts = np.asarray([support(i) for i in precise])
     # ties go to the level the grid ends at
-    majority = int(np.flatnonzero(support == support.max())[-1])
-    simpler = _departures(close, k, 0) < _departures(close, k, majority)
-    anchor = 0 if simpler else majority
+    majority = precise[int(np.flatnonzero(counts == counts.max())[-1])]
+    first = precise[0]
+    simpler = _departures(close, k, first) < _departures(close, k, majority)
+    anchor = first if simpler else majority
     return [j for j in range(k) if close(anchor, j)]
 
 

@@ -1,4 +1,4 @@
-"""The ``regimes`` command line (also ``python -m regimes``)."""
+"""The ``regimes`` command line (also ``python -m regimes``): see :func:`main`."""
 
 from regimes.cli._main import main
 

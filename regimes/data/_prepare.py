@@ -18,10 +18,13 @@ import polars as pl
 from regimes.data.schema import present_case_columns, validate_trials
 from regimes.errors import RegimesInputError, RegimesWarning
 
-__all__ = ["SESSION_COLUMNS", "TRIAL_IDENTITY", "prepare_trials"]
+__all__ = ["HOST_COLUMN", "SESSION_COLUMNS", "TRIAL_IDENTITY", "prepare_trials"]
 
 SESSION_COLUMNS = ("run_id", "session", "process_id")
 """Columns that together identify the process a trial ran in."""
+
+HOST_COLUMN = "host"
+"""The machine a trial ran on; a group column whenever it varies (see ``_group_columns``)."""
 
 TRIAL_IDENTITY = ("trial", "order")
 """Columns that tell one trial from another: a table with neither cannot hold a trial
@@ -48,9 +51,17 @@ def _session_key(frame: pl.DataFrame, session: str | None) -> pl.Expr:
 
 
 def _group_columns(frame: pl.DataFrame, x: str, by: str | Sequence[str] | None) -> list[str]:
-    """``by`` checked against the table, or every case column present except ``x``."""
+    """``by`` checked against the table, or every case column present except ``x``.
+
+    With ``by=None``, ``host`` joins the case columns when it takes more than one value:
+    two machines of one model report the same ``device``, and their curves (a fleet
+    run, several runs loaded together) must be analysed apart.
+    """
     if by is None:
-        return present_case_columns(frame, exclude=(x,))
+        columns = present_case_columns(frame, exclude=(x,))
+        if HOST_COLUMN in frame.columns and x != HOST_COLUMN and frame[HOST_COLUMN].n_unique() > 1:
+            columns.append(HOST_COLUMN)
+        return columns
     group_columns = [by] if isinstance(by, str) else list(by)
     missing = [c for c in group_columns if c not in frame.columns]
     if missing:

@@ -1,9 +1,9 @@
-"""Runs on disk: a directory of parquet parts written atomically.
+"""Runs on disk: a directory of parquet parts written atomically and verified on load.
 
 Layout of a run directory::
 
     RUN/
-      meta.json               environment metadata, the spec, the run id
+      meta.json               environment metadata, the spec, the run id, the format
       trials/part-*.parquet   trial rows, one part per flush
       steps/part-*.parquet    per-step times of instrumented trials
       errors/part-*.parquet   cases that raised
@@ -14,29 +14,48 @@ none. A resumed sweep asks :meth:`RunWriter.done_keys` what is already there and
 appends new parts; nothing is ever rewritten in place. The environment metadata is
 also stored in each part's parquet key-value metadata, so a single part copied
 elsewhere still says where it came from.
+
+Integrity. Each part's key-value metadata also holds the results format version
+(:data:`FORMAT_VERSION`) and a SHA-256 checksum of its content (every column's name,
+kind, nulls and values, with the metadata and the version), recorded at write time.
+Loading recomputes it: a part whose bytes changed on disk is refused with its name, or
+skipped with a :class:`~regimes.errors.RegimesWarning` when asked
+(``on_damaged="skip"``), never read with silently changed values. Runs written before
+format 2 carry no checksum and are read as they are. A run or part written by a newer
+format than this version reads is refused with a message saying so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 
 from regimes.data.schema import (
     ERROR_SCHEMA,
     STEP_SCHEMA,
     TRIAL_SCHEMA,
     RegimesInputError,
+    RegimesWarning,
     as_polars,
 )
 
-__all__ = ["Run", "RunWriter", "TRIAL_KEY", "load", "read_run"]
+__all__ = ["FORMAT_VERSION", "TRIAL_KEY", "Run", "RunWriter", "load", "read_run", "save"]
+
+FORMAT_VERSION = 2
+"""The results format this version writes and the newest it reads. 1: runs written
+before the format was recorded; 2: every part carries its version and a checksum."""
 
 TRIAL_KEY: tuple[str, ...] = (
     "model",
@@ -51,8 +70,21 @@ TRIAL_KEY: tuple[str, ...] = (
 )
 """Columns that identify one trial within a run: a resumed sweep never repeats one."""
 
+OnDamaged = Literal["raise", "skip"]
+
 _TABLES = {"trials": TRIAL_SCHEMA, "steps": STEP_SCHEMA, "errors": ERROR_SCHEMA}
 _META_KEY = b"regimes.meta"
+_SUM_KEY = b"regimes.sha256"
+_FORMAT_KEY = b"regimes.format_version"
+
+
+class _DamagedPart(Exception):
+    """A part that cannot be read as written; ``reason`` says how."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(reason)
+        self.path = path
+        self.reason = reason
 
 
 def _conform(
@@ -72,12 +104,53 @@ def _conform(
     )
 
 
-def _atomic_write_parquet(frame: pl.DataFrame, path: Path, meta: dict[str, Any] | None) -> None:
-    table = frame.to_arrow()
-    if meta is not None:
-        table = table.replace_schema_metadata(
-            {**(table.schema.metadata or {}), _META_KEY: json.dumps(meta, default=str).encode()}
+def _content_digest(table: pa.Table, meta: bytes, version: int) -> str:
+    """SHA-256 of a table's content: names, kinds, nulls and values of every column.
+
+    Independent of how the table is chunked and of the arrow flavour of its strings
+    (what a parquet round trip may change), so the digest of a part read back equals the
+    one recorded when it was written exactly when its content is the same.
+    """
+    digest = hashlib.sha256(b"regimes-part\0%d\0" % version)
+    digest.update(len(meta).to_bytes(8, "little") + meta)
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        kind = (
+            "string"
+            if pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+            else str(array.type)
         )
+        digest.update(f"{name}\0{kind}\0".encode())
+        digest.update(np.asarray(array.is_valid().to_numpy(zero_copy_only=False)).tobytes())
+        digest.update(_value_bytes(array, kind))
+    return digest.hexdigest()
+
+
+def _value_bytes(array: pa.Array, kind: str) -> bytes:
+    if kind == "string":
+        # As bytes: damaged text need not be valid UTF-8, and must still hash.
+        values = array.cast(pa.large_binary()).fill_null(b"").to_pylist()
+        lengths = np.asarray([len(v) for v in values], dtype="<i8")
+        return lengths.tobytes() + b"".join(values)
+    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
+        values = array.fill_null(0).to_numpy(zero_copy_only=False)
+        return np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
+    if pa.types.is_boolean(array.type):
+        return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), bool).tobytes()
+    return json.dumps(array.to_pylist(), default=str).encode()
+
+
+def _atomic_write_parquet(frame: pl.DataFrame, path: Path, meta: Mapping[str, Any]) -> None:
+    table = frame.to_arrow()
+    meta_bytes = json.dumps(dict(meta), default=str).encode()
+    table = table.replace_schema_metadata(
+        {
+            **(table.schema.metadata or {}),
+            _META_KEY: meta_bytes,
+            _FORMAT_KEY: str(FORMAT_VERSION).encode(),
+            _SUM_KEY: _content_digest(table, meta_bytes, FORMAT_VERSION).encode(),
+        }
+    )
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "wb") as handle:
         pq.write_table(table, handle, compression="zstd")
@@ -92,13 +165,69 @@ def _atomic_write_text(text: str, path: Path) -> None:
     os.replace(tmp, path)
 
 
-class RunWriter:
-    """Appends atomically written parts to a run directory.
+def _newer(where: str, version: int) -> RegimesInputError:
+    return RegimesInputError(
+        f"{where} was written by a newer version of regimes (results format {version}; this "
+        f"version reads formats up to {FORMAT_VERSION}): upgrade regimes to read it"
+    )
 
-    ``meta`` is written to ``meta.json`` when the directory is new; an existing run
-    keeps its metadata (and its ``run_id``), and a resumed sweep records its own
-    environment under ``meta["resumes"]``. ``meta=None`` opens an existing run as it
-    is, without touching ``meta.json`` (a worker process appending to its parent's run).
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """Read ``meta.json``: a JSON object whose format this version reads."""
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RegimesInputError(f"{str(path)!r} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise RegimesInputError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    if not isinstance(meta, dict):
+        raise RegimesInputError(
+            f"{str(path)!r} must hold a JSON object (the run's metadata), found a "
+            f"{type(meta).__name__}"
+        )
+    version = meta.get("format_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RegimesInputError(
+            f"{str(path)!r} has format_version {version!r}; expected a whole number >= 1"
+        )
+    if version > FORMAT_VERSION:
+        raise _newer(f"the run {str(path.parent)!r}", version)
+    return meta
+
+
+class RunWriter:
+    """Append atomically written, checksummed parts to a run directory.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run directory; created with its ``trials``, ``steps`` and ``errors``
+        folders when missing.
+    meta : dict or None
+        The environment metadata. Written to ``meta.json`` (with ``run_id`` and
+        ``format_version``) when the directory is new; an existing run keeps its
+        metadata and ``run_id``, and records ``meta`` under ``meta["resumes"]``. None
+        opens an existing run as it is, without touching ``meta.json`` (a worker process
+        appending to its parent's run).
+
+    Raises
+    ------
+    RegimesInputError
+        When ``meta`` is None and the directory holds no ``meta.json``, when
+        ``meta.json`` is unreadable, or when the run was written by a newer format.
+
+    See Also
+    --------
+    read_run : what the directory holds.
+
+    Examples
+    --------
+    >>> import tempfile, regimes
+    >>> trials = regimes.simulate_sweep(1, n_budgets=4, seed=0).trials.drop("source")
+    >>> writer = RunWriter(tempfile.mkdtemp() + "/run", {"source": "synthetic"})
+    >>> part = writer.write_trials(trials)
+    >>> writer.existing().trials.height, writer.next_order()
+    (20, 20)
     """
 
     def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any] | None):
@@ -107,22 +236,24 @@ class RunWriter:
         if meta is None:
             if not meta_path.exists():
                 raise RegimesInputError(f"{str(self.path)!r} is not a run directory (no meta.json)")
-            self.meta = json.loads(meta_path.read_text())
+            self.meta = read_meta(meta_path)
             return
         self.path.mkdir(parents=True, exist_ok=True)
         for table in _TABLES:
             (self.path / table).mkdir(exist_ok=True)
         if meta_path.exists():
-            existing = json.loads(meta_path.read_text())
+            existing = read_meta(meta_path)
             existing.setdefault("resumes", []).append(meta)
             self.meta = existing
         else:
             self.meta = dict(meta)
             self.meta.setdefault("run_id", uuid.uuid4().hex[:12])
+        self.meta["format_version"] = FORMAT_VERSION
         _atomic_write_text(json.dumps(self.meta, indent=2, default=str), meta_path)
 
     @property
     def run_id(self) -> str:
+        """The run's id, kept across resumes."""
         return str(self.meta["run_id"])
 
     def _write(self, table: str, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
@@ -134,23 +265,23 @@ class RunWriter:
         return part
 
     def write_trials(self, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
-        """Write trial rows as one atomic part."""
+        """Write trial rows as one atomic part; return its path (None for no rows)."""
         return self._write("trials", rows)
 
     def write_steps(self, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
-        """Write per-step rows as one atomic part."""
+        """Write per-step rows as one atomic part; return its path (None for no rows)."""
         return self._write("steps", rows)
 
     def write_errors(self, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
-        """Write error rows as one atomic part."""
+        """Write error rows as one atomic part; return its path (None for no rows)."""
         return self._write("errors", rows)
 
     def existing(self) -> Run:
-        """What the directory holds now."""
+        """Read what the directory holds now (every part verified)."""
         return read_run(self.path)
 
     def done_keys(self) -> set[tuple[Any, ...]]:
-        """Keys (:data:`TRIAL_KEY`) of measured, non-warm-up trials already on disk."""
+        """Return the keys (:data:`TRIAL_KEY`) of measured trials already on disk."""
         trials = self.existing().trials.filter(~pl.col("warmup"))
         return set(trials.select(TRIAL_KEY).iter_rows())
 
@@ -159,13 +290,15 @@ class RunWriter:
 
         The merged part is written atomically first and the old parts deleted after, so
         a crash in between leaves every row twice, never zero times; :func:`read_run`
-        drops such exact duplicate rows.
+        drops such exact duplicate rows. A damaged part stops the compaction before
+        anything is written.
         """
         for table, schema in _TABLES.items():
             parts = _parts(self.path / table)
             if len(parts) < 2:
                 continue
-            merged = _read_table(parts, schema)
+            frames, _ = _read_parts(parts, schema, "raise")
+            merged = _concat(frames, schema)
             if "order" in merged.columns:
                 merged = merged.sort("order", nulls_last=True, maintain_order=True)
             self._write(table, merged)
@@ -173,7 +306,7 @@ class RunWriter:
                 part.unlink()
 
     def next_order(self) -> int:
-        """The next global execution order index (continues after a resume)."""
+        """Return the next global execution order index (continues after a resume)."""
         trials = self.existing().trials
         if trials.height == 0:
             return 0
@@ -182,7 +315,25 @@ class RunWriter:
 
 @dataclass(frozen=True)
 class Run:
-    """A run read from disk: the trial table, step times, errors and metadata."""
+    """A run read from disk: the trial table, step times, errors and metadata.
+
+    Attributes
+    ----------
+    trials : polars.DataFrame
+        One row per measured generation (:data:`~regimes.data.schema.TRIAL_SCHEMA`).
+    steps : polars.DataFrame
+        Per-token step times of instrumented trials (empty when none).
+    errors : polars.DataFrame
+        Cases that raised (empty when none).
+    meta : dict
+        The environment metadata (``meta.json``, or a single file's own).
+    path : pathlib.Path or None
+        Where the run was read from.
+
+    See Also
+    --------
+    read_run : reads one.
+    """
 
     trials: pl.DataFrame
     steps: pl.DataFrame
@@ -191,10 +342,88 @@ class Run:
     path: Path | None = None
 
 
-def _read_table(paths: list[Path], schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    if not paths:
+def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Read one parquet part, verify its format and checksum; return it and its meta."""
+    try:
+        with open(path, "rb") as handle:
+            table = pq.ParquetFile(handle).read()
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as exc:  # pyarrow raises several types (OSError too) for a bad file
+        raise _DamagedPart(
+            path, f"not readable as parquet ({' '.join(str(exc).split())})"
+        ) from None
+    metadata = table.schema.metadata or {}
+    try:
+        version = int(metadata.get(_FORMAT_KEY, b"1"))
+    except ValueError:
+        raise _DamagedPart(path, "its recorded format version is unreadable") from None
+    if version > FORMAT_VERSION:
+        raise _newer(f"part {str(path)!r}", version)
+    recorded, meta_bytes = metadata.get(_SUM_KEY), metadata.get(_META_KEY, b"")
+    if recorded is not None or version >= 2:
+        if recorded is None:
+            raise _DamagedPart(path, "its recorded checksum is missing")
+        if recorded.decode("ascii", "replace") != _digest_or_none(table, meta_bytes, version):
+            raise _DamagedPart(
+                path, "its content does not match the checksum recorded when it was written"
+            )
+    try:
+        meta = json.loads(meta_bytes) if meta_bytes else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _DamagedPart(path, "its metadata is not valid JSON") from None
+    try:
+        # Full validation refuses text that is not UTF-8, which polars would take and
+        # later fail on; only a part without a checksum can get this far with it.
+        table.validate(full=True)
+        frame = pl.from_arrow(table.replace_schema_metadata(None))
+    except Exception as exc:  # a part without checksum can hold anything
+        raise _DamagedPart(path, f"its columns cannot be read ({type(exc).__name__})") from None
+    assert isinstance(frame, pl.DataFrame)
+    return frame, meta if isinstance(meta, dict) else {}
+
+
+def _digest_or_none(table: pa.Table, meta: bytes, version: int) -> str | None:
+    """Return the content digest, or None for content too damaged to be read at all."""
+    try:
+        return _content_digest(table, meta, version)
+    except Exception:  # a damaged column can fail to convert in many ways
+        return None
+
+
+def read_verified_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Read one part or single parquet file, verified; a damaged one raises naming it.
+
+    For readers that assemble runs themselves (:mod:`regimes.data._runs`).
+    """
+    try:
+        return _read_part(path)
+    except _DamagedPart as exc:
+        raise RegimesInputError(f"part {str(path)!r} is damaged: {exc.reason}") from None
+
+
+def _read_parts(
+    paths: list[Path], schema: dict[str, pl.DataType], on_damaged: OnDamaged
+) -> tuple[list[pl.DataFrame], list[_DamagedPart]]:
+    """Read and conform every part; damaged ones raise, or are returned apart to skip."""
+    frames, damaged = [], []
+    for path in paths:
+        try:
+            frames.append(_conform(_read_part(path)[0], schema))
+        except _DamagedPart as exc:
+            if on_damaged == "raise":
+                raise
+            damaged.append(exc)
+        except RegimesInputError as exc:  # columns that no writer of this table makes
+            if on_damaged == "raise":
+                raise _DamagedPart(path, str(exc)) from None
+            damaged.append(_DamagedPart(path, str(exc)))
+    return frames, damaged
+
+
+def _concat(frames: list[pl.DataFrame], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    if not frames:
         return pl.DataFrame(schema=schema)
-    frames = [_conform(pl.read_parquet(p), schema) for p in paths]
     # Rows identical in every column (``order`` included, for trials) can only come from
     # a compaction interrupted between writing the merged part and deleting its sources.
     return pl.concat(frames, how="vertical").unique(maintain_order=True)
@@ -206,66 +435,196 @@ def _parts(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.parquet") if not p.name.startswith("."))
 
 
-def read_run(path: str | os.PathLike[str]) -> Run:
-    """Read a run directory (or a single parquet/CSV trial file) from disk.
+def _check_on_damaged(on_damaged: Any) -> None:
+    if on_damaged not in ("raise", "skip"):
+        raise RegimesInputError(f"on_damaged must be 'raise' or 'skip', got {on_damaged!r}")
 
-    Raises :class:`RegimesInputError` with one clear line for a missing path or a
-    directory that is not a run. Rows repeated exactly (every column equal, which
-    for trials includes the unique execution ``order``) are read once: they are the
-    trace of an interrupted :meth:`RunWriter.compact`, never two measurements.
+
+def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -> Run:
+    """Read a run directory (or a single parquet or CSV trial file) from disk.
+
+    Every part is verified against the checksum recorded when it was written (parts of
+    runs written before format 2 have none and are read as they are). Rows repeated
+    exactly (every column equal, which for trials includes the unique execution
+    ``order``) are read once: they are the trace of an interrupted
+    :meth:`RunWriter.compact`, never two measurements.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A run directory, a ``.parquet`` file (as :func:`save` writes) or a ``.csv``.
+    on_damaged : {"raise", "skip"}, default "raise"
+        What to do with a part that cannot be read as written (truncated, bytes
+        changed): refuse the run naming the part, or leave the part out with a
+        :class:`~regimes.errors.RegimesWarning` naming it (only its rows are lost).
+
+    Returns
+    -------
+    Run
+        The trials, steps, errors and metadata.
+
+    Raises
+    ------
+    RegimesInputError
+        With one line naming the problem: a missing path, a directory that is not a
+        run, a ``meta.json`` that is not a JSON object, a damaged part (with
+        ``on_damaged="raise"``), or a run written by a newer results format.
+
+    See Also
+    --------
+    load : the trial table alone.
+    RunWriter : writes runs.
+
+    Examples
+    --------
+    >>> run = read_run("examples/data/cpu-distilgpt2")  # from the repository root
+    >>> run.trials.height > 0, sorted(run.meta)[:2]
+    (True, ['command', 'environment'])
     """
+    _check_on_damaged(on_damaged)
     p = Path(path)
     if not p.exists():
         raise RegimesInputError(f"no run at {str(p)!r}: the path does not exist")
     if p.is_file():
-        if p.suffix == ".parquet":
-            try:
-                frame = pl.read_parquet(p)
-                raw_meta = pq.read_schema(p).metadata or {}
-            except Exception as exc:  # pyarrow raises several types for bad files
-                raise RegimesInputError(
-                    f"{str(p)!r} is not a readable parquet file: {exc}"
-                ) from None
-            meta = json.loads(raw_meta[_META_KEY]) if _META_KEY in raw_meta else {}
-        elif p.suffix == ".csv":
-            frame = pl.read_csv(p, try_parse_dates=False)
-            meta = {}
-        else:
-            raise RegimesInputError(f"{str(p)!r}: expected a run directory, .parquet or .csv file")
-        return Run(
-            frame, pl.DataFrame(schema=STEP_SCHEMA), pl.DataFrame(schema=ERROR_SCHEMA), meta, p
-        )
+        return _read_file(p)
     meta_path = p / "meta.json"
     trial_parts = _parts(p / "trials")
     if not meta_path.exists() and not trial_parts:
         raise RegimesInputError(
             f"{str(p)!r} is not a run directory (no meta.json and no trials/*.parquet)"
         )
-    try:
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    except json.JSONDecodeError as exc:
-        raise RegimesInputError(f"{str(meta_path)!r} is not valid JSON: {exc}") from None
-    try:
-        trials = _read_table(trial_parts, TRIAL_SCHEMA)
-        steps = _read_table(_parts(p / "steps"), STEP_SCHEMA)
-        errors = _read_table(_parts(p / "errors"), ERROR_SCHEMA)
-    except RegimesInputError:
-        raise
-    except Exception as exc:  # a truncated part from outside the writer
-        raise RegimesInputError(f"{str(p)!r} holds an unreadable part: {exc}") from None
-    return Run(trials, steps, errors, meta, p)
+    meta = read_meta(meta_path) if meta_path.exists() else {}
+    tables: dict[str, pl.DataFrame] = {}
+    for table, schema in _TABLES.items():
+        try:
+            frames, damaged = _read_parts(_parts(p / table), schema, on_damaged)
+        except _DamagedPart as exc:
+            raise RegimesInputError(
+                f"part {table}/{exc.path.name} of the run {str(p)!r} is damaged: {exc.reason}; "
+                "pass on_damaged='skip' to load the run without it"
+            ) from None
+        for part in damaged:
+            warnings.warn(
+                f"skipped damaged part {table}/{part.path.name} of the run {str(p)!r} "
+                f"({part.reason}); its rows are not loaded",
+                RegimesWarning,
+                stacklevel=2,
+            )
+        tables[table] = _concat(frames, schema)
+    return Run(tables["trials"], tables["steps"], tables["errors"], meta, p)
 
 
-def load(path: str | os.PathLike[str]) -> pl.DataFrame:
-    """Return the trial table of a run directory or file (polars, sorted by ``order``)."""
-    trials = read_run(path).trials
+def _read_file(path: Path) -> Run:
+    """Read a single ``.parquet`` or ``.csv`` trial table."""
+    if path.suffix == ".parquet":
+        try:
+            frame, meta = _read_part(path)
+        except _DamagedPart as exc:
+            raise RegimesInputError(f"{str(path)!r} is damaged: {exc.reason}") from None
+    elif path.suffix == ".csv":
+        try:
+            frame, meta = pl.read_csv(path, try_parse_dates=False), {}
+        except Exception as exc:  # polars raises several types for a malformed file
+            message = " ".join(str(exc).split())
+            raise RegimesInputError(
+                f"{str(path)!r} is not a readable CSV file: {message}"
+            ) from None
+    else:
+        raise RegimesInputError(f"{str(path)!r}: expected a run directory, .parquet or .csv file")
+    empty_steps, empty_errors = pl.DataFrame(schema=STEP_SCHEMA), pl.DataFrame(schema=ERROR_SCHEMA)
+    return Run(frame, empty_steps, empty_errors, meta, path)
+
+
+def load(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    on_damaged: OnDamaged = "raise",
+) -> pl.DataFrame:
+    """Return the trial table of a run directory or file, sorted by ``order``.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, or a list or tuple of them
+        A run directory, or a ``.parquet`` / ``.csv`` trial file. Several runs, a list
+        of paths or a ``str`` glob pattern (``"runs/h200-*"``), are concatenated run
+        after run, each with its ``run_id`` and the environment columns
+        ``torch_version``, ``transformers_version``, ``os_version``, ``python_version``
+        and ``host`` from its ``meta.json`` (``device`` filled from it where the trials
+        lack one).
+    on_damaged : {"raise", "skip"}, default "raise"
+        For one run: a damaged part refuses the run, or is left out with a warning (see
+        :func:`read_run`). Several runs are always refused on a damaged part.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per trial (warm-ups included, flagged ``warmup``).
+
+    Raises
+    ------
+    RegimesInputError
+        As :func:`read_run`; for several runs also a pattern that matches nothing or
+        one run given twice.
+
+    See Also
+    --------
+    read_run : the trials with the steps, errors and metadata of one run.
+    regimes.compare_runs : two runs compared.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> data = Path("examples") / "data"  # the committed runs, from the repository root
+    >>> load(data / "cuda-h200-gpt2").select("backend", "model").unique().rows()
+    [('cuda', 'gpt2')]
+    >>> runs = load(str(data / "cuda-h200-*"))
+    >>> runs.select("run_id", "torch_version").unique().height >= 2
+    True
+    """
+    from regimes.data._runs import is_several, load_runs
+
+    if is_several(path) or not isinstance(path, (str, os.PathLike)):
+        return load_runs(path)
+    trials = read_run(path, on_damaged=on_damaged).trials
     if "order" in trials.columns and trials.height:
         trials = trials.sort("order", nulls_last=True)
     return trials
 
 
 def save(df: Any, path: str | os.PathLike[str], meta: dict[str, Any] | None = None) -> Path:
-    """Write a trial table (polars or pandas) to a single parquet file, atomically."""
+    """Write a trial table to a single parquet file, atomically and checksummed.
+
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        The trial table.
+    path : str or os.PathLike
+        The file to write (its folder is created).
+    meta : dict, optional
+        Metadata stored in the file (provenance: where the data came from).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written; :func:`load` and :func:`read_run` read it back.
+
+    Raises
+    ------
+    RegimesInputError
+        When ``df`` is not a polars or pandas frame.
+
+    See Also
+    --------
+    RunWriter : a run directory, appended to part by part.
+
+    Examples
+    --------
+    >>> import tempfile, regimes
+    >>> trials = regimes.simulate_sweep(1, n_budgets=4, seed=0).trials
+    >>> path = save(trials, tempfile.mkdtemp() + "/t.parquet", {"source": "synthetic"})
+    >>> read_run(path).meta, load(path).height
+    ({'source': 'synthetic'}, 20)
+    """
     frame = as_polars(df)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,8 @@ message naming the problem instead of deep inside numpy.
 from __future__ import annotations
 
 import math
+import numbers
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,7 +28,12 @@ __all__ = [
     "STEP_SCHEMA",
     "TRIAL_SCHEMA",
     "as_polars",
+    "check_fraction",
+    "check_min_ratio",
+    "check_n_boot",
+    "check_seed",
     "empty_trials",
+    "n_boot_floor",
     "validate_trials",
 ]
 
@@ -54,10 +61,19 @@ TRIAL_SCHEMA: dict[str, pl.DataType] = {
     "rss_bytes": pl.Int64(),
     "instrumented": pl.Boolean(),
     "process_id": pl.String(),
+    "host": pl.String(),
+    "injected_factor": pl.Float64(),
+    "attn_implementation": pl.String(),
+    "sdpa_backends": pl.String(),
 }
-"""Column types of the trial table (DESIGN.md). ``engine`` and ``process_id`` are
-additions: which generation engine produced the row, and a unique id of the OS process
-it ran in (a resumed session runs in a new process, and that must stay visible)."""
+"""Column types of the trial table (docs/data.md). ``engine``, ``process_id``, ``host`` and
+``injected_factor`` are additions: which generation engine produced the row, a unique id
+of the OS process it ran in (a resumed session runs in a new process, and that must stay
+visible), the machine's host name (null in runs written before it was recorded), and
+the slowdown injected into a synthetic run (1.0 outside its interval, null in runs
+without fault injection), the attention implementation the model ran (``eager``,
+``sdpa``, ...) and the scaled-dot-product-attention kernels enabled during the
+generation (comma-separated, e.g. ``flash,efficient,math``)."""
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("backend", "model", "use_cache", "budget", "latency_s")
 
@@ -118,7 +134,7 @@ _NUMERIC = (
 
 
 def empty_trials() -> pl.DataFrame:
-    """An empty trial table with the full schema."""
+    """Return an empty trial table with the full schema."""
     return pl.DataFrame(schema=TRIAL_SCHEMA)
 
 
@@ -131,9 +147,10 @@ def as_polars(df: Any) -> pl.DataFrame:
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency of statsmodels
-        pd = None
-    if pd is not None and isinstance(df, pd.DataFrame):
-        return pl.from_pandas(df.reset_index(drop=True))
+        pass
+    else:
+        if isinstance(df, pd.DataFrame):
+            return pl.from_pandas(df.reset_index(drop=True))
     raise RegimesInputError(f"expected a polars or pandas DataFrame, got {type(df).__name__}")
 
 
@@ -141,6 +158,23 @@ def _require_numeric(df: pl.DataFrame, column: str) -> None:
     dtype = df.schema[column]
     if not isinstance(dtype, _NUMERIC):
         raise RegimesInputError(f"column {column!r} must be numeric, found {dtype}")
+
+
+PHASE_COLUMNS: tuple[str, ...] = ("prefill_s", "decode_s")
+"""Phase times, measured only by instrumented sweeps."""
+
+
+def _require_instrumented(frame: pl.DataFrame, y: str) -> None:
+    """Refuse a phase time as ``y`` when no trial measured it: the run is not instrumented."""
+    if y not in PHASE_COLUMNS:
+        return
+    measured = frame.get_column(y).null_count() < frame.height if y in frame.columns else False
+    if not measured:
+        raise RegimesInputError(
+            f"the run is not instrumented: no trial measured {y!r} (phase times need a sweep "
+            "collected with instrument = true); analyse latency_s, or collect again with "
+            "instrumentation on"
+        )
 
 
 def validate_trials(
@@ -153,25 +187,84 @@ def validate_trials(
 ) -> pl.DataFrame:
     """Check a trial table and return it ready for analysis.
 
-    Steps, each failing with a :class:`RegimesInputError` that names the problem:
-    the frame is converted to polars; it must be non-empty and hold the required
+    The frame is converted to polars; it must be non-empty and hold the required
     columns; ``x`` may be ``total_tokens``, derived as ``prompt_tokens + budget``;
-    warm-up rows are dropped; ``x`` and ``y`` must be numeric, finite and ``y``
-    strictly positive (latencies are analysed on the log scale).
+    warm-up rows are dropped; ``x`` and ``y`` must be numeric, finite and ``y`` strictly
+    positive (latencies are analysed on the log scale).
+
+    Parameters
+    ----------
+    df : polars.DataFrame, polars.LazyFrame or pandas.DataFrame
+        The trial table.
+    x : str, default "budget"
+        The axis (``"budget"`` or ``"total_tokens"``, or any numeric column).
+    y : str, default "latency_s"
+        The time analysed (``"latency_s"``, or ``"decode_s"`` / ``"prefill_s"`` of an
+        instrumented run).
+    required : sequence of str, optional
+        Columns that must be present besides ``x`` and ``y``; default
+        ``backend``, ``model`` and ``use_cache``.
+    drop_warmup : bool, default True
+        Drop rows flagged ``warmup``.
+
+    Returns
+    -------
+    polars.DataFrame
+        The measured trials, ``y`` as Float64 (and ``total_tokens`` when asked for).
+
+    Raises
+    ------
+    RegimesInputError
+        Naming the problem: not a frame, no rows, a missing column, a phase time asked
+        of a run that is not instrumented, only warm-ups, non-numeric or non-finite
+        ``x``, or null, NaN, infinite, zero or negative ``y``.
+
+    See Also
+    --------
+    regimes.load : reads a trial table from disk.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"backend": "cpu", "model": "m", "use_cache": True,
+    ...                    "budget": [8, 16], "latency_s": [0.1, 0.2]})
+    >>> validate_trials(df).height
+    2
+    >>> validate_trials(df, y="decode_s")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: the run is not instrumented: ...
     """
     frame = as_polars(df)
     if frame.height == 0:
         raise RegimesInputError("the trial table is empty (0 rows)")
-    if x == "total_tokens" and "total_tokens" not in frame.columns:
-        missing_for_total = [c for c in ("prompt_tokens", "budget") if c not in frame.columns]
-        if missing_for_total:
-            raise RegimesInputError(
-                "x='total_tokens' needs columns 'prompt_tokens' and 'budget'; missing "
-                + ", ".join(repr(c) for c in missing_for_total)
-            )
-        frame = frame.with_columns(
-            (pl.col("prompt_tokens") + pl.col("budget")).alias("total_tokens")
+    frame = _with_total_tokens(frame, x)
+    _require_instrumented(frame, y)
+    _require_columns(frame, x, y, required)
+    if drop_warmup and "warmup" in frame.columns:
+        frame = frame.filter(~pl.col("warmup").fill_null(False))
+        if frame.height == 0:
+            raise RegimesInputError("every row is a warm-up; no measured trials remain")
+    for column in (x, y):
+        _require_numeric(frame, column)
+    frame = frame.with_columns(pl.col(y).cast(pl.Float64))
+    _require_finite(frame, x, y)
+    return frame
+
+
+def _with_total_tokens(frame: pl.DataFrame, x: str) -> pl.DataFrame:
+    if x != "total_tokens" or "total_tokens" in frame.columns:
+        return frame
+    missing = [c for c in ("prompt_tokens", "budget") if c not in frame.columns]
+    if missing:
+        raise RegimesInputError(
+            "x='total_tokens' needs columns 'prompt_tokens' and 'budget'; missing "
+            + ", ".join(repr(c) for c in missing)
         )
+    return frame.with_columns((pl.col("prompt_tokens") + pl.col("budget")).alias("total_tokens"))
+
+
+def _require_columns(frame: pl.DataFrame, x: str, y: str, required: Sequence[str] | None) -> None:
     needed: list[str] = (
         list(required)
         if required is not None
@@ -187,13 +280,9 @@ def validate_trials(
             + ", ".join(repr(c) for c in missing)
             + f"; it has {frame.columns}"
         )
-    if drop_warmup and "warmup" in frame.columns:
-        frame = frame.filter(~pl.col("warmup").fill_null(False))
-        if frame.height == 0:
-            raise RegimesInputError("every row is a warm-up; no measured trials remain")
-    for column in (x, y):
-        _require_numeric(frame, column)
-    frame = frame.with_columns(pl.col(y).cast(pl.Float64))
+
+
+def _require_finite(frame: pl.DataFrame, x: str, y: str) -> None:
     bad_x = frame.select(
         (pl.col(x).is_null() | ~pl.col(x).cast(pl.Float64).is_finite()).sum()
     ).item()
@@ -214,16 +303,16 @@ def validate_trials(
             f"column {y!r} has " + ", ".join(problems) + " value(s); "
             "latencies must be finite and positive (drop or fix those rows first)"
         )
-    return frame
 
 
 def check_fraction(**values: float) -> None:
-    """Raise :class:`RegimesInputError` unless every named value lies in (0, 1)
-    (``alpha``, ``level`` and the like).
+    """Raise :class:`RegimesInputError` unless every named value lies in (0, 1).
+
+    For ``alpha``, ``level`` and the like: ``check_fraction(alpha=0.05, level=0.95)``.
     """
     for name, value in values.items():
-        if not 0.0 < value < 1.0:
-            raise RegimesInputError(f"{name} must lie in (0, 1), got {value}")
+        if isinstance(value, bool) or not (isinstance(value, numbers.Real) and 0.0 < value < 1.0):
+            raise RegimesInputError(f"{name} must lie in (0, 1), got {value!r}")
 
 
 def check_min_ratio(min_ratio: Any) -> None:
@@ -232,10 +321,113 @@ def check_min_ratio(min_ratio: Any) -> None:
         raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
 
 
-def check_n_boot(n_boot: Any) -> None:
-    """Raise :class:`RegimesInputError` unless ``n_boot`` is a positive integer."""
-    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
-        raise RegimesInputError(f"n_boot must be a positive integer, got {n_boot!r}")
+N_BOOT_MIN = 100
+"""Fewest bootstrap replicates any analysis accepts (more at levels above 0.95)."""
+
+_BYTES_PER_DRAW = 32
+"""Bytes of working memory per resampled value and column (indices, draws, copies)."""
+
+
+def n_boot_floor(level: float = 0.95) -> int:
+    """Fewest replicates for a percentile interval at ``level``.
+
+    At least :data:`N_BOOT_MIN`, and enough that about 2.5 replicates are expected
+    beyond each bound: ``ceil(5 / (1 - level))`` (100 at 0.95, 500 at 0.99). With fewer,
+    a bound is the most extreme replicate or an interpolation towards it.
+    """
+    return max(N_BOOT_MIN, math.ceil(5.0 / (1.0 - level) - 1e-9))
+
+
+def memory_limit() -> int:
+    """Bytes an analysis may allocate for bootstrap replicates: half the physical memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        total = 16 * 2**30
+    return int(total) // 2
+
+
+def replicate_bytes(n_boot: int, cells: int = 1, columns: int = 1, draws: int = 1) -> int:
+    """Estimated peak bytes of a bootstrap over ``cells`` cells.
+
+    The replicate medians kept, ``cells * n_boot * columns`` float64 values, plus the
+    working arrays of one cell's resample, ``n_boot * draws`` resampled values (``draws``:
+    the largest cell's trial count) of :data:`_BYTES_PER_DRAW` bytes per column.
+    """
+    kept = 8 * cells * n_boot * columns
+    working = _BYTES_PER_DRAW * n_boot * max(draws, 1) * (columns + 1)
+    return int(kept + working)
+
+
+def check_n_boot(
+    n_boot: Any, *, level: float = 0.95, cells: int = 1, columns: int = 1, draws: int = 1
+) -> None:
+    """Check a number of bootstrap replicates: the one bound every analysis applies.
+
+    Parameters
+    ----------
+    n_boot : int
+        The number of replicates asked for.
+    level : float, default 0.95
+        Confidence level of the intervals drawn from them (sets the floor).
+    cells, columns, draws : int, default 1
+        Cells resampled, value columns per cell and the largest cell's trial count, for
+        the memory estimate (:func:`replicate_bytes`); the defaults give the least
+        memory any bootstrap needs.
+
+    Raises
+    ------
+    RegimesInputError
+        When ``n_boot`` is not an integer (``True`` is refused), is below
+        :func:`n_boot_floor` (an interval from so few replicates is not meaningful), or
+        would need more memory than :func:`memory_limit` (refused before allocating).
+
+    Examples
+    --------
+    >>> check_n_boot(2000)
+    >>> check_n_boot(1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: n_boot=1 is too few for a 95% interval: ...
+    """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)):
+        raise RegimesInputError(
+            f"n_boot must be a whole number of bootstrap replicates, got {n_boot!r}"
+        )
+    floor = n_boot_floor(level)
+    if n_boot < floor:
+        raise RegimesInputError(
+            f"n_boot={n_boot} is too few for a {100 * level:g}% interval: use at least "
+            f"{floor} replicates (the default is 2000)"
+        )
+    need, limit = replicate_bytes(int(n_boot), cells, columns, draws), memory_limit()
+    if need > limit:
+        most = int(n_boot * limit // need)
+        raise RegimesInputError(
+            f"n_boot={n_boot} would need about {need / 2**30:.1f} GiB for the bootstrap "
+            f"replicates ({cells} cell(s)), more than the {limit / 2**30:.1f} GiB allowed "
+            f"(half this machine's memory); use n_boot <= {most}"
+        )
+
+
+def check_seed(seed: Any) -> None:
+    """Check a random seed: a whole number >= 0 (``True`` is refused).
+
+    Raises
+    ------
+    RegimesInputError
+        When ``seed`` is not a non-negative integer.
+
+    Examples
+    --------
+    >>> check_seed(0)
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: seed must be a whole number >= 0, got -1
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise RegimesInputError(f"seed must be a whole number >= 0, got {seed!r}")
 
 
 def present_case_columns(

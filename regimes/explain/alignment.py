@@ -1,4 +1,4 @@
-"""Do an anomaly's boundaries follow the decoding budget or the total sequence length?
+"""Whether an anomaly's boundaries follow the decoding budget or the total length.
 
 With several prompt lengths ``P`` a boundary (the onset of an anomaly, or its recovery)
 can line up across prompts in the budget ``B`` or in the total length ``T = P + B``. The
@@ -26,47 +26,78 @@ into one *episode* when their intervals overlap in either coordinate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from regimes._result import AnalysisResult, untested_frame
 from regimes.data.schema import RegimesInputError, validate_trials
-from regimes.explain._anomalies import group_label, read_report, summary_text
+from regimes.explain._anomalies import (
+    AnomalyInput,
+    anomaly_source,
+    frame_columns,
+    group_label,
+    summary_text,
+)
 
-__all__ = ["BoundaryAlignment", "align_boundaries"]
+__all__ = ["AlignmentResult", "align_boundaries"]
 
 _AXES = ("budget", "total_tokens")
 
 
-@dataclass(frozen=True)
-class BoundaryAlignment:
-    """Result of :func:`align_boundaries`.
+@dataclass(frozen=True, repr=False)
+class AlignmentResult(AnalysisResult):
+    """Result of :func:`align_boundaries`: what each anomaly boundary follows.
 
-    ``boundaries``: one row per case (group columns without ``prompt_tokens``), episode
-    and boundary (``onset``, ``recovery``) with ``n_prompts``, ``budget_spread`` and
-    ``total_spread`` (range across prompts of the boundary's grid position in each
-    coordinate), ``budget_aligned``, ``total_aligned`` and ``follows``.
-
-    ``positions``: the evidence, one row per case, episode, boundary and prompt length:
-    ``budget`` and ``total_tokens`` (first anomalous point for an onset, first normal
-    point after it for a recovery; null when the grid ends first) and the bracket
-    ``budget_low`` < boundary <= ``budget_high`` (null for an open side).
+    Attributes
+    ----------
+    boundaries : polars.DataFrame
+        One row per case (group columns without ``prompt_tokens``), episode and boundary
+        (``onset``, ``recovery``) with ``n_prompts``, ``budget_spread`` and
+        ``total_spread`` (range across prompts of the boundary's grid position in each
+        coordinate), ``budget_aligned``, ``total_aligned`` and ``follows``.
+    positions : polars.DataFrame
+        The evidence, one row per case, episode, boundary and prompt length: ``budget``
+        and ``total_tokens`` (first anomalous point for an onset, first normal point
+        after it for a recovery; null when the grid ends first) and the bracket
+        ``budget_low`` < boundary <= ``budget_high`` (null for an open side).
+    untested : polars.DataFrame
+        Boundaries found at a single prompt length (case columns, ``episode``,
+        ``boundary``, ``reason``): nothing to line up.
+    params : dict
+        The call's arguments (``tolerance`` and the detection's options).
+    case_columns : tuple of str
+        The columns that identify a case.
     """
 
     boundaries: pl.DataFrame
     positions: pl.DataFrame
+    untested: pl.DataFrame
+    params: dict[str, Any]
     case_columns: tuple[str, ...]
-    tolerance: int
+
+    _tables = ("boundaries", "positions")
+    _title = "Boundary alignment"
+
+    @property
+    def tolerance(self) -> int:
+        """Grid steps every bracket was widened by (``params["tolerance"]``)."""
+        return int(self.params["tolerance"])
 
     def summary(self) -> str:
         """One line per boundary: where it sits per prompt and what it follows."""
         head = "Boundary alignment across prompt lengths"
-        if self.tolerance:
-            head += f" (brackets widened by {self.tolerance} grid step(s))"
+        if self.params["tolerance"]:
+            head += f" (brackets widened by {self.params['tolerance']} grid step(s))"
         return summary_text(
-            head, self.boundaries, "no anomaly is found at more than one prompt length", self._line
+            head,
+            self.boundaries,
+            "no anomaly is found at more than one prompt length",
+            self._line,
+            self.untested,
         )
 
     def _line(self, row: dict[str, Any]) -> str:
@@ -84,8 +115,9 @@ class BoundaryAlignment:
             f"T {_show(row['total_spread'])} -> follows {row['follows']}"
         )
 
-    def __repr__(self) -> str:
-        return self.summary()
+
+BoundaryAlignment = AlignmentResult
+"""The former name of :class:`AlignmentResult`."""
 
 
 def _show(value: Any) -> str:
@@ -96,26 +128,112 @@ def align_boundaries(
     df: Any,
     report: Any = None,
     *,
+    x: str | None = None,
+    y: str | None = None,
+    by: str | Sequence[str] | None = None,
+    alpha: float | None = None,
+    level: float | None = None,
+    n_boot: int | None = None,
+    seed: int | None = None,
+    session: str | None = None,
     tolerance: int = 0,
-    **detect_options: Any,
-) -> BoundaryAlignment:
+) -> AlignmentResult:
     """Say for each anomaly boundary whether it follows the budget or the total length.
 
-    ``df`` is a trial table with at least two prompt lengths (``prompt_tokens``).
-    ``report`` is a detection report grouped by ``prompt_tokens`` (as
-    :func:`regimes.detect_regimes` does by default) on ``x="budget"`` or
-    ``x="total_tokens"``; when omitted it is computed with ``detect_regimes(df,
-    x="budget", **detect_options)``.
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        A trial table with at least two prompt lengths (``prompt_tokens``).
+    report : RegimeReport, optional
+        Anomalies grouped by ``prompt_tokens`` (as :func:`regimes.detect_regimes` does by
+        default) on ``x="budget"`` or ``x="total_tokens"``; when None they are detected
+        here with ``x`` (default ``"budget"``), ``y``, ``by``, ``alpha``, ``level``,
+        ``n_boot``, ``seed`` and ``session``.
+    x, y : str, optional
+        The axis and the time; default the report's. Given with a report, they must be
+        the report's.
+    by : str or sequence of str, optional
+        Group columns, ``prompt_tokens`` among them; default the report's.
+    alpha, level, n_boot, seed, session : optional
+        Options of the detection (:func:`regimes.detect_regimes`'s defaults when None);
+        only when ``report`` is None.
+    tolerance : int, default 0
+        Grid steps by which every bracket is widened on each side, for grids where the
+        detected boundary may be off by a step.
 
-    Raises :class:`RegimesInputError` with a single prompt length, without a
-    ``prompt_tokens`` column, or with a report not grouped by prompt length.
+    Returns
+    -------
+    AlignmentResult
+        ``boundaries`` (the verdict per boundary), ``positions`` (the evidence per
+        prompt length) and ``untested`` (boundaries seen at one prompt length only).
+
+    Raises
+    ------
+    RegimesInputError
+        With a single prompt length, without a ``prompt_tokens`` column, with a report
+        not grouped by prompt length, with detection options next to a report, or a
+        negative or fractional ``tolerance``.
+
+    See Also
+    --------
+    regimes.detect_regimes : finds the anomalies whose boundaries are lined up here.
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl, regimes
+    >>> grid = np.repeat(np.arange(400, 737, 16), 5)
+    >>> rng = np.random.default_rng(4)
+    >>> def prompt(p):  # onset at total length 577, recovery at budget 640 (synthetic)
+    ...     spike = (grid + p >= 577) & (grid < 640)
+    ...     return pl.DataFrame({"backend": "synthetic", "model": "synthetic",
+    ...         "use_cache": True, "prompt_tokens": p, "budget": grid,
+    ...         "latency_s": 0.017 * grid * np.where(spike, 10.0, 1.0)
+    ...         * rng.lognormal(0, 0.1, grid.size)})
+    >>> res = regimes.align_boundaries(pl.concat([prompt(3), prompt(65)]), n_boot=200)
+    >>> res.boundaries.select("boundary", "follows").rows()
+    [('onset', 'total_tokens'), ('recovery', 'budget')]
     """
+    frame = _prompt_frame(df, tolerance)
+    detection: dict[str, Any] = {"alpha": alpha, "level": level, "n_boot": n_boot}
+    detection |= {"seed": seed, "session": session}
+    source = anomaly_source(
+        frame, report, x=x, y=y, by=by, detection=detection, detection_only=list(detection)
+    )
+    if source.x not in _AXES:
+        raise RegimesInputError(f"the report's x must be one of {_AXES}, got {source.x!r}")
+    if "prompt_tokens" not in source.group_columns:
+        raise RegimesInputError(
+            "the report is not grouped by 'prompt_tokens'; detect per prompt length "
+            "(detect_regimes groups by every case column present, prompt_tokens included)"
+        )
+    case_columns = [c for c in source.group_columns if c != "prompt_tokens"]
+    grids = frame.group_by([*case_columns, "prompt_tokens"]).agg(
+        pl.col("budget").unique().sort().alias("grid")
+    )
+    brackets = _brackets(_in_budget(source), grids, case_columns, tolerance)
+    positions = _episodes(brackets, case_columns)
+    boundaries, untested = _verdicts(positions, case_columns)
+    keys = [*case_columns, "episode", "boundary"]
+    return AlignmentResult(
+        boundaries=boundaries,
+        positions=positions.select(
+            [*keys, "prompt_tokens", "budget", "total_tokens", "budget_low", "budget_high"]
+        ).sort([*keys, "prompt_tokens"]),
+        untested=untested_frame(untested, keys),
+        params={"x": source.x, "y": source.y, "by": source.group_columns}
+        | detection
+        | {"tolerance": int(tolerance)},
+        case_columns=tuple(case_columns),
+    )
+
+
+def _prompt_frame(df: Any, tolerance: Any) -> pl.DataFrame:
+    """Check the arguments that need no report and validate the trials."""
     if tolerance < 0 or int(tolerance) != tolerance:
         raise RegimesInputError(
             f"tolerance must be a whole number of grid steps >= 0, got {tolerance}"
         )
-    columns = [str(c) for c in getattr(df, "columns", [])]
-    if "prompt_tokens" not in columns:
+    if "prompt_tokens" not in frame_columns(df):
         raise RegimesInputError(
             "boundary alignment needs the 'prompt_tokens' column: it compares the same "
             "case measured at several prompt lengths"
@@ -129,51 +247,16 @@ def align_boundaries(
             f"boundary alignment needs at least two prompt lengths; the table has only "
             f"prompt_tokens={prompts[0]} (measure the sweep again with another prompt length)"
         )
-    if report is None:
-        from regimes.detect import detect_regimes
+    return frame
 
-        report = detect_regimes(frame, x="budget", **detect_options)
-    elif detect_options:
-        raise RegimesInputError(
-            f"detection options {sorted(detect_options)} apply only when no report is given"
-        )
-    source = read_report(report, frame.columns)
-    if source.x not in _AXES:
-        raise RegimesInputError(f"the report's x must be one of {_AXES}, got {source.x!r}")
-    if "prompt_tokens" not in source.group_columns:
-        raise RegimesInputError(
-            "the report is not grouped by 'prompt_tokens'; detect per prompt length "
-            "(detect_regimes groups by every case column present, prompt_tokens included)"
-        )
-    case_columns = [c for c in source.group_columns if c != "prompt_tokens"]
-    anomalies = source.anomalies
-    if source.x == "total_tokens":
-        anomalies = anomalies.with_columns(
-            (pl.col("start") - pl.col("prompt_tokens")).alias("start"),
-            (pl.col("end") - pl.col("prompt_tokens")).alias("end"),
-        )
-    grids = frame.group_by([*case_columns, "prompt_tokens"]).agg(
-        pl.col("budget").unique().sort().alias("grid")
-    )
-    brackets = _brackets(anomalies, grids, case_columns, tolerance)
-    positions = _episodes(brackets, case_columns)
-    boundaries = _verdicts(positions, case_columns)
-    return BoundaryAlignment(
-        boundaries=boundaries,
-        positions=positions.select(
-            [
-                *case_columns,
-                "episode",
-                "boundary",
-                "prompt_tokens",
-                "budget",
-                "total_tokens",
-                "budget_low",
-                "budget_high",
-            ]
-        ).sort([*case_columns, "episode", "boundary", "prompt_tokens"]),
-        case_columns=tuple(case_columns),
-        tolerance=int(tolerance),
+
+def _in_budget(source: AnomalyInput) -> pl.DataFrame:
+    """Return the anomalies with ``start`` and ``end`` in budget (the prompt taken off)."""
+    if source.x != "total_tokens":
+        return source.anomalies
+    return source.anomalies.with_columns(
+        (pl.col("start") - pl.col("prompt_tokens")).alias("start"),
+        (pl.col("end") - pl.col("prompt_tokens")).alias("end"),
     )
 
 
@@ -231,7 +314,7 @@ def _brackets(
 
 
 def _grid_at(grid: np.ndarray, index: int) -> int | None:
-    """The grid value at ``index``; None (an open bracket side) off either end."""
+    """Return the grid value at ``index``; None (an open bracket side) off either end."""
     return int(grid[index]) if 0 <= index < grid.size else None
 
 
@@ -282,8 +365,14 @@ def _episodes(brackets: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
     )
 
 
-def _verdicts(positions: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
-    """Per episode and boundary: spreads, whether brackets intersect, and the verdict."""
+def _verdicts(
+    positions: pl.DataFrame, case_columns: list[str]
+) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Judge each episode's boundaries: spreads, whether brackets intersect, the verdict.
+
+    Boundaries seen at a single prompt length have nothing to line up; they come back
+    apart, as rows of the result's ``untested`` table.
+    """
     keys = [*case_columns, "episode", "boundary"]
     shifted_low = pl.col("budget_low") + pl.col("prompt_tokens")
     shifted_high = pl.col("budget_high") + pl.col("prompt_tokens")
@@ -294,17 +383,21 @@ def _verdicts(positions: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
         highest_low = low.max()
         return lowest_high.is_null() | highest_low.is_null() | (highest_low < lowest_high)
 
-    table = (
-        positions.group_by(keys, maintain_order=True)
-        .agg(
-            pl.col("prompt_tokens").n_unique().alias("n_prompts"),
-            (pl.col("budget").max() - pl.col("budget").min()).alias("budget_spread"),
-            (pl.col("total_tokens").max() - pl.col("total_tokens").min()).alias("total_spread"),
-            aligned(pl.col("budget_low"), pl.col("budget_high")).alias("budget_aligned"),
-            aligned(shifted_low, shifted_high).alias("total_aligned"),
-        )
-        .filter(pl.col("n_prompts") >= 2)
+    table = positions.group_by(keys, maintain_order=True).agg(
+        pl.col("prompt_tokens").n_unique().alias("n_prompts"),
+        (pl.col("budget").max() - pl.col("budget").min()).alias("budget_spread"),
+        (pl.col("total_tokens").max() - pl.col("total_tokens").min()).alias("total_spread"),
+        aligned(pl.col("budget_low"), pl.col("budget_high")).alias("budget_aligned"),
+        aligned(shifted_low, shifted_high).alias("total_aligned"),
+        pl.col("prompt_tokens").first().alias("_prompt"),
     )
+    single = table.filter(pl.col("n_prompts") < 2).sort(keys)
+    untested = [
+        {k: row[k] for k in keys}
+        | {"reason": f"found at prompt_tokens={row['_prompt']} only: nothing to line up"}
+        for row in single.iter_rows(named=True)
+    ]
+    table = table.filter(pl.col("n_prompts") >= 2).drop("_prompt")
     follows = (
         pl.when(pl.col("budget_aligned") & pl.col("total_aligned"))
         .then(pl.lit("either"))
@@ -314,4 +407,4 @@ def _verdicts(positions: pl.DataFrame, case_columns: list[str]) -> pl.DataFrame:
         .then(pl.lit("total_tokens"))
         .otherwise(pl.lit("neither"))
     )
-    return table.with_columns(follows.alias("follows")).sort(keys)
+    return table.with_columns(follows.alias("follows")).sort(keys), untested

@@ -1,17 +1,17 @@
-"""Is an anomaly specific to its backend?  The same interval on the other backends.
+r"""Is an anomaly specific to its backend?  The same interval on the other backends.
 
 For an anomaly found on backend ``B`` over ``[start, end]`` of ``x``, and every other
 backend ``B'`` measured for the same case (the group columns without ``backend`` and
 ``device``), the interval is carried over to ``B'``'s curve and both curves are tested
-the same way (:mod:`regimes.flank_test`): the log ratio of the interval's level over
+the same way (:mod:`regimes._stats.flank_test`): the log ratio of the interval's level over
 its flank trend, :math:`D_B` and :math:`D_{B'}`, each with a standard error and
 Welch-Satterthwaite df from the cells' sampling variances and the curve's between-cell
 variance (estimated without the interval).
 
 The specificity test is on the difference of log ratios,
 
-.. math::  \\Delta = D_B - D_{B'}, \\qquad
-           \\operatorname{se}(\\Delta) = \\sqrt{\\operatorname{se}_B^2 + \\operatorname{se}_{B'}^2},
+.. math::  \Delta = D_B - D_{B'}, \qquad
+           \operatorname{se}(\Delta) = \sqrt{\operatorname{se}_B^2 + \operatorname{se}_{B'}^2},
 
 the curves being measured independently; its p-value is one-sided in the anomaly's
 direction (``B`` slower than its trend by more than ``B'`` is, for a spike) against a t
@@ -24,6 +24,7 @@ The anomaly is *specific* to ``B`` when every other backend compares with ``q < 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from regimes._result import AnalysisResult, untested_frame
 from regimes._stats.between_cell import curve_taus
 from regimes._stats.curves import Curve, curve_from_levels, index_curves
 from regimes._stats.fixed_intervals import fixed_interval_test
@@ -38,41 +40,65 @@ from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
-from regimes.explain._anomalies import group_label, read_report, summary_text
+from regimes.explain._anomalies import AnomalyInput, anomaly_source, group_label, summary_text
 
-__all__ = ["BackendComparison", "compare_backends"]
+__all__ = ["BackendResult", "compare_backends"]
 
 _NOT_CASE = ("backend", "device")
 
 
-@dataclass(frozen=True)
-class BackendComparison:
-    """Result of :func:`compare_backends`.
+@dataclass(frozen=True, repr=False)
+class BackendResult(AnalysisResult):
+    r"""Result of :func:`compare_backends`: whether each anomaly is specific to its backend.
 
-    ``comparisons``: one row per anomaly and other backend: the anomaly's group columns,
-    ``anomaly``, ``start``, ``end``, ``other_backend``, ``other_device`` (when the table
-    has devices), ``other_cells`` (x values of the other curve inside the interval),
-    ``ratio`` / ``ratio_low`` / ``ratio_high`` (the anomaly's backend, recomputed the
-    same way as the other's), ``other_ratio`` / ``other_low`` / ``other_high``,
-    ``other_p_value``, ``ratio_of_ratios`` / ``ratio_of_ratios_low`` /
-    ``ratio_of_ratios_high`` (:math:`e^\\Delta`), ``p_value``, ``q_value``, ``specific``
-    and ``note`` (why a comparison could not be made).
-
-    ``verdicts``: one row per anomaly: ``n_compared`` and ``specific`` (every other
-    backend compared, all with ``q < alpha``).
+    Attributes
+    ----------
+    comparisons : polars.DataFrame
+        One row per anomaly and other backend: the anomaly's group columns, ``anomaly``,
+        ``start``, ``end``, ``other_backend``, ``other_device`` (when the table has
+        devices), ``other_cells`` (x values of the other curve inside the interval),
+        ``ratio`` / ``ratio_low`` / ``ratio_high`` (the anomaly's backend, recomputed
+        the same way as the other's), ``other_ratio`` / ``other_low`` / ``other_high``,
+        ``other_p_value``, ``ratio_of_ratios`` / ``ratio_of_ratios_low`` /
+        ``ratio_of_ratios_high`` (:math:`e^\Delta`), ``p_value``, ``q_value``,
+        ``specific`` and ``note`` (why a comparison could not be made).
+    verdicts : polars.DataFrame
+        One row per anomaly: ``n_compared`` and ``specific`` (every other backend
+        compared, all with ``q < alpha``).
+    untested : polars.DataFrame
+        The comparisons that could not be made (group columns, ``anomaly``, ``start``,
+        ``end``, ``other_backend``, ``reason``), also kept in ``comparisons`` with their
+        ``note``.
+    params : dict
+        The call's arguments (``x``, ``y``, ``by``, ``alpha``, ``level``, ``session``).
+    group_columns : tuple of str
+        The columns that identify a group.
     """
 
     comparisons: pl.DataFrame
     verdicts: pl.DataFrame
+    untested: pl.DataFrame
+    params: dict[str, Any]
     group_columns: tuple[str, ...]
-    alpha: float
-    level: float
+
+    _tables = ("comparisons", "verdicts")
+    _title = "Backend specificity"
+
+    @property
+    def alpha(self) -> float:
+        """False discovery rate of the specificity tests (``params["alpha"]``)."""
+        return float(self.params["alpha"])
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals (``params["level"]``)."""
+        return float(self.params["level"])
 
     def summary(self) -> str:
         """One line per comparison, then the verdict per anomaly."""
         head = (
             f"Backend specificity (difference of log ratios over trend, "
-            f"{100 * self.level:g}% CIs, alpha={self.alpha:g})"
+            f"{100 * self.params['level']:g}% CIs, alpha={self.params['alpha']:g})"
         )
         lines = [summary_text(head, self.comparisons, "no anomaly to compare", self._line)]
         for row in self.verdicts.iter_rows(named=True):
@@ -87,7 +113,7 @@ class BackendComparison:
     def _line(self, row: dict[str, Any]) -> str:
         where = f"{group_label(row, self.group_columns)} [{row['start']}, {row['end']}]"
         if row["note"] is not None:
-            return f"{where} vs {row['other_backend']}: {row['note']}"
+            return f"{where} vs {row['other_backend']}: not testable here: {row['note']}"
         return (
             f"{where}: x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
             f" vs {row['other_backend']} x{row['other_ratio']:.3g} [{row['other_low']:.3g}, "
@@ -95,68 +121,159 @@ class BackendComparison:
             f"(q={row['q_value']:.2g}){' specific' if row['specific'] else ''}"
         )
 
-    def __repr__(self) -> str:
-        return self.summary()
+
+BackendComparison = BackendResult
+"""The former name of :class:`BackendResult`."""
 
 
 def compare_backends(
     df: Any,
-    report: Any,
+    report: Any = None,
     *,
+    x: str | None = None,
+    y: str | None = None,
+    by: str | Sequence[str] | None = None,
     alpha: float = 0.05,
     level: float = 0.95,
-) -> BackendComparison:
-    """For each anomaly of ``report``, its interval on every other backend, and a test
-    that the anomaly is specific to its own backend (see the module docstring).
+    n_boot: int | None = None,
+    seed: int | None = None,
+    session: str | None = None,
+) -> BackendResult:
+    """Test that each anomaly is specific to its own backend.
 
-    ``df`` is the trial table the report was computed from, holding the other backends
-    too; ``report`` comes from :func:`regimes.detect_regimes` grouped by ``backend``
-    (the default). Raises :class:`RegimesInputError` when only one backend is present
-    or the report is not grouped by backend.
+    Each anomaly's interval is carried over to every other backend measured for the same
+    case and both curves are tested there the same way (see the module docstring).
+
+    Parameters
+    ----------
+    df : polars.DataFrame or pandas.DataFrame
+        The trial table the report was computed from, holding the other backends too.
+    report : RegimeReport, optional
+        Anomalies grouped by ``backend`` (:func:`regimes.detect_regimes` does so by
+        default); when None they are detected here with ``x``, ``y``, ``by``, ``alpha``,
+        ``level``, ``n_boot``, ``seed`` and ``session``.
+    x, y : str, optional
+        The axis and the time; default the report's. Given with a report, they must be
+        the report's.
+    by : str or sequence of str, optional
+        Group columns, ``backend`` among them; default the report's.
+    alpha : float, default 0.05
+        False discovery rate of the specificity tests (Benjamini-Hochberg over every
+        comparison of the call), and of the detection when ``report`` is None.
+    level : float, default 0.95
+        Confidence level of every interval.
+    n_boot, seed : int, optional
+        Bootstrap options of the detection; only when ``report`` is None.
+    session : str, optional
+        Column naming the process of each trial; default ``run_id``, ``session`` and
+        ``process_id`` together (those present), as in detection.
+
+    Returns
+    -------
+    BackendResult
+        ``comparisons`` (one row per anomaly and other backend), ``verdicts`` (one row
+        per anomaly) and ``untested`` (comparisons that could not be made, and why).
+
+    Raises
+    ------
+    RegimesInputError
+        When only one backend is present, the report is not grouped by backend or is
+        not a detection report, or for a bad ``alpha`` or ``level``.
+
+    See Also
+    --------
+    regimes.detect_regimes : finds the anomalies compared here.
+
+    References
+    ----------
+    .. [1] Welch, B. L. (1947). The generalization of "Student's" problem when several
+       different population variances are involved. *Biometrika* 34, 28-35;
+       Satterthwaite, F. E. (1946). *Biometrics Bulletin* 2(6), 110-114.
+    .. [2] Benjamini, Y. and Hochberg, Y. (1995). Controlling the false discovery rate.
+       *JRSS B* 57(1), 289-300.
+
+    Examples
+    --------
+    >>> import polars as pl, regimes
+    >>> mps = regimes.simulate_sweep(1, anomaly="spike", ratio=4.0, seed=1).trials
+    >>> cpu = regimes.simulate_sweep(1, seed=2).trials
+    >>> df = pl.concat([mps.with_columns(backend=pl.lit("mps")),
+    ...                 cpu.with_columns(backend=pl.lit("cpu"), session=pl.lit(1, pl.Int64))])
+    >>> res = regimes.compare_backends(df, n_boot=200)
+    >>> res.verdicts.select("backend", "specific").rows()
+    [('mps', True)]
     """
     check_fraction(alpha=alpha, level=level)
-    columns = [str(c) for c in getattr(df, "columns", [])]
-    source = read_report(report, columns)
+    detection = {"alpha": alpha, "level": level, "n_boot": n_boot, "seed": seed}
+    source = anomaly_source(
+        df,
+        report,
+        x=x,
+        y=y,
+        by=by,
+        detection=detection | {"session": session},
+        detection_only=("n_boot", "seed"),
+    )
     if "backend" not in source.group_columns:
         raise RegimesInputError(
             "the report is not grouped by 'backend'; detect per backend "
             "(detect_regimes groups by every case column present, backend included)"
         )
-    frame, group_columns = prepare_trials(df, source.x, source.y, source.group_columns, None)
+    frame, group_columns = prepare_trials(df, source.x, source.y, source.group_columns, session)
     backends = frame.get_column("backend").unique().sort().to_list()
     if len(backends) < 2:
         raise RegimesInputError(
             f"compare_backends needs trials from at least two backends; the table has only "
             f"{backends} (measure the same sweep on cpu, cuda or mps too)"
         )
+    rows = _comparison_rows(source, frame, group_columns, level)
+    comparisons = _finish(rows, source, frame, alpha)
+    noted = comparisons.filter(pl.col("note").is_not_null())
+    keys = [*source.group_columns, "anomaly", "start", "end", "other_backend"]
+    return BackendResult(
+        comparisons=comparisons,
+        verdicts=_verdicts(comparisons, source.group_columns),
+        untested=untested_frame(
+            noted.select([*keys, pl.col("note").alias("reason")]).to_dicts(), keys
+        ),
+        params={"x": source.x, "y": source.y, "by": source.group_columns}
+        | {"alpha": alpha, "level": level, "session": session},
+        group_columns=tuple(source.group_columns),
+    )
+
+
+def _comparison_rows(
+    source: AnomalyInput, frame: pl.DataFrame, group_columns: list[str], level: float
+) -> list[dict[str, Any]]:
+    """Compare every anomaly with each other backend of its case."""
     curves = _curves(frame, group_columns, source.x)
-    taus = dict(zip(curves, curve_taus(list(curves.values()))))
+    taus = dict(zip(curves, curve_taus(list(curves.values())), strict=True))
     case = [c for c in group_columns if c not in _NOT_CASE]
+    backend = group_columns.index("backend")
     rows = []
     for anomaly in source.anomalies.iter_rows(named=True):
         own_key = _key_of(curves, group_columns, anomaly)
-        others = [
-            key
-            for key in curves
-            if all(_same(key[group_columns.index(c)], anomaly[c]) for c in case)
-            and key[group_columns.index("backend")] != anomaly["backend"]
-        ]
-        for other in others:
+        for other in curves:
+            same_case = all(_same(other[group_columns.index(c)], anomaly[c]) for c in case)
+            if not same_case or other[backend] == anomaly["backend"]:
+                continue
             rows.append(
                 _compare(
                     anomaly,
                     (curves[own_key], taus[own_key]),
                     (curves[other], taus[other]),
-                    dict(zip(group_columns, other)),
+                    dict(zip(group_columns, other, strict=True)),
                     source.group_columns,
                     level,
                 )
             )
-    comparisons = _finish(rows, source, frame, alpha)
-    verdicts = (
-        comparisons.group_by(
-            [*source.group_columns, "anomaly", "start", "end"], maintain_order=True
-        )
+    return rows
+
+
+def _verdicts(comparisons: pl.DataFrame, group_columns: list[str]) -> pl.DataFrame:
+    """Per anomaly: how many backends were compared, and whether it is specific."""
+    return (
+        comparisons.group_by([*group_columns, "anomaly", "start", "end"], maintain_order=True)
         .agg(
             pl.col("p_value").is_not_null().sum().cast(pl.Int64).alias("n_compared"),
             (
@@ -164,13 +281,6 @@ def compare_backends(
             ).alias("specific"),
         )
         .sort("anomaly")
-    )
-    return BackendComparison(
-        comparisons=comparisons,
-        verdicts=verdicts,
-        group_columns=tuple(source.group_columns),
-        alpha=alpha,
-        level=level,
     )
 
 

@@ -1,21 +1,19 @@
-"""One offline HTML report of a run: environment, findings with their CIs, and charts.
+"""One offline HTML report of a run: the findings first, then charts, tables and data.
 
 :func:`build_report` analyses a run (or takes analyses already made) and returns a
 :class:`RunReport`; :meth:`RunReport.write` renders it to a single HTML file that
 needs no network when it is opened: the Vega, Vega-Lite and vega-embed libraries are
 inlined (vl-convert's JavaScript bundle), and every chart's data travels inside its
-spec. The page records its rendering state in ``data-`` attributes (each chart
-``data-rendered="ok"`` or ``"error"``, the body ``data-charts="done"``) so that
-automated checks know when it has drawn.
+spec. The page reads like a finding: plain sentences with their numbers on top, a
+table of contents, charts at the full width of the page (one panel per row on a
+phone), tables as HTML tables, and the environment folded away at the end.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +23,28 @@ import altair as alt
 import polars as pl
 
 from regimes.data.io import Run, read_run
-from regimes.data.schema import RegimesInputError, as_polars, validate_trials
+from regimes.data.schema import as_polars, validate_trials
+from regimes.errors import RegimesInputError
+from regimes.viz import _findings, _page
+from regimes.viz import _style as style
 from regimes.viz import charts as plot
+from regimes.viz._explanations import Explanation, run_explanations
+from regimes.viz._frames import GROUP_FIELD, group_labels, report_axes
+from regimes.viz._sections import (
+    ChartSection,
+    chart_sections,
+    compare,
+    comparison_section,
+    try_speedup,
+)
+from regimes.viz._tables import (
+    escape,
+    flatten,
+    html_table,
+    interval_table,
+    key_value_table,
+    result_tables,
+)
 
 __all__ = [
     "ChartSection",
@@ -37,32 +55,34 @@ __all__ = [
     "result_summary",
 ]
 
-_MAX_TABLE_ROWS = 200
-
-
-@dataclass(frozen=True)
-class ChartSection:
-    """A chart in the report with its heading and a sentence on how to read it."""
-
-    key: str
-    title: str
-    caption: str
-    chart: alt.TopLevelMixin
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """An explanation of the anomalies (phase, backend, memory, prompt length)."""
-
-    key: str
-    title: str
-    result: Any
-    table: pl.DataFrame
-
 
 @dataclass
 class RunReport:
-    """Everything a report shows; :meth:`to_html` renders it, :meth:`write` saves it."""
+    """Everything a report shows; :meth:`to_html` renders it, :meth:`write` saves it.
+
+    Attributes
+    ----------
+    title : str
+        The page's title.
+    meta : dict
+        The run's metadata (environment, provenance, the sweep's specification).
+    trials : polars.DataFrame
+        The measured trials analysed (warm-ups excluded).
+    regimes : RegimeResult
+        The detection.
+    speedup : SpeedupResult or None
+        The KV-cache speedup, when both cache settings were measured.
+    charts : list of ChartSection
+        The charts, in page order.
+    notes : list of str
+        What was left out and why.
+    errors : polars.DataFrame or None
+        The cases that raised during the sweep.
+    explanations : list of Explanation
+        The explanations the data supported.
+    comparison : ComparisonResult or None
+        This run against a base run, when the report was given one.
+    """
 
     title: str
     meta: dict[str, Any]
@@ -73,42 +93,59 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
     errors: pl.DataFrame | None = None
     explanations: list[Explanation] = field(default_factory=list)
+    comparison: Any = None
 
     @property
     def x(self) -> str:
-        return plot.report_axes(self.regimes)[0]
+        """The x column of the detection."""
+        return report_axes(self.regimes)[0]
 
     @property
     def y(self) -> str:
-        return plot.report_axes(self.regimes)[1]
+        """The measured quantity of the detection."""
+        return report_axes(self.regimes)[1]
 
     @property
     def group_columns(self) -> list[str]:
-        return plot.report_axes(self.regimes)[2]
+        """The columns that identify a group."""
+        return report_axes(self.regimes)[2]
 
     # ----------------------------------------------------------------- text
 
     def headlines(self) -> list[str]:
-        """One line per finding: each anomaly, each speedup collapse."""
+        """One terse line per finding (each anomaly, each speedup collapse)."""
         return headlines(self.regimes, self.speedup)
 
+    def findings(self) -> list[str]:
+        """Return the findings in plain sentences with their numbers."""
+        lines = _findings.anomaly_findings(self.regimes)
+        if self.comparison is not None:
+            lines += _findings.comparison_findings(self.comparison)
+        if self.speedup is not None:
+            lines += _findings.collapse_findings(self.speedup, self.x)
+        labels = group_labels(self.regimes.curve, self.group_columns)[0]
+        for item in self.explanations:
+            lines += _findings.explanation_findings(item.result, labels)
+        return lines
+
     def summary(self) -> str:
-        """The headline findings and the detection summary as plain text."""
+        """Return the findings and the detection summary as plain text."""
         return "\n".join(
-            [self.title, *("  " + h for h in self.headlines()), "", result_summary(self.regimes)]
+            [self.title, *("  " + h for h in self.findings()), "", result_summary(self.regimes)]
         )
 
     # ----------------------------------------------------------------- output
 
     def to_html(self) -> str:
-        """The whole report as one self-contained HTML document."""
+        """Return the whole report as one self-contained HTML document."""
         import vl_convert as vlc
 
-        bundle = vlc.javascript_bundle(vl_version=plot.vegalite_version())
-        specs = {f"chart-{s.key}": s.chart.to_dict() for s in self.charts}
+        bundle = vlc.javascript_bundle(vl_version=plot.vegalite_version())  # type: ignore[call-arg]
+        specs = {f"chart-{key}": chart.to_dict() for key, chart in self.figures()}
         body = [
-            f"<h1>{_e(self.title)}</h1>",
-            f"<p class='sub'>generated {_e(_now())} by regimes {_e(_version())}</p>",
+            f"<header><h1>{escape(self.title)}</h1><p class='sub'>{escape(self._byline())}</p>"
+            "</header>",
+            _page.contents(self._contents()),
             self._findings_html(),
             self._charts_html(),
             self._explanations_html(),
@@ -116,17 +153,17 @@ class RunReport:
             self._data_html(),
             self._environment_html(),
         ]
-        return _PAGE.format(
-            title=_e(self.title),
-            style=_STYLE,
-            bundle=_script_safe(bundle),
+        return _page.PAGE.format(
+            title=escape(self.title),
+            style=_page.STYLE,
+            bundle=_page.script_safe(bundle),
             body="\n".join(body),
-            specs=_script_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
-            loader=_LOADER,
+            specs=_page.script_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
+            loader=_page.LOADER,
         )
 
     def write(self, path: str | os.PathLike[str]) -> Path:
-        """Write :meth:`to_html` to ``path``, atomically."""
+        """Write :meth:`to_html` to ``path``, atomically; return the path written."""
         target = Path(path)
         text = self.to_html()
         tmp = target.with_name(f".{target.name}.tmp")
@@ -143,148 +180,239 @@ class RunReport:
         if fmt not in ("png", "svg"):
             raise RegimesInputError(f"image format must be 'png' or 'svg', got {fmt!r}")
         out = Path(directory)
-        return [plot.save(s.chart, out / f"{s.key}.{fmt}") for s in self.charts]
+        return [plot.save(chart, out / f"{key}.{fmt}") for key, chart in self.figures()]
 
     # ----------------------------------------------------------------- sections
 
+    def figures(self) -> list[tuple[str, alt.TopLevelMixin]]:
+        """Return every chart of the page as ``(key, chart)``, in page order.
+
+        The charts come first, then the explanations' charts (keyed ``explain-<key>``).
+        """
+        charts = [(s.key, s.chart) for s in self.charts]
+        charts += [(f"explain-{e.key}", e.chart) for e in self.explanations if e.chart is not None]
+        return charts
+
+    def _byline(self) -> str:
+        device = self.meta.get("environment", {}).get("device") or ", ".join(
+            sorted({str(d) for d in self.trials.get_column("device").unique().to_list()})
+            if "device" in self.trials.columns
+            else []
+        )
+        parts = [f"{self.trials.height} measured trials", device]
+        parts.append(f"generated {_now()} by regimes {_version()}")
+        return " · ".join(p for p in parts if p)
+
+    def _contents(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
+        sections: list[tuple[str, str, list[tuple[str, str]]]] = [("findings", "Findings", [])]
+        sections.append(("charts", "Charts", [(f"figure-{s.key}", s.title) for s in self.charts]))
+        if self.explanations:
+            explained = [(f"explain-{e.key}", e.title) for e in self.explanations]
+            sections.append(("explanations", "What the anomalies go with", explained))
+        sections += [("tables", "Tables", []), ("data", "Data", [])]
+        sections.append(("environment", "Environment", []))
+        return sections
+
     def _findings_html(self) -> str:
-        items = "".join(f"<li>{_e(h)}</li>" for h in self.headlines())
-        notes = "".join(f"<li>{_e(n)}</li>" for n in self.notes)
-        parts = ["<section id='findings'><h2>Findings</h2>", f"<ul class='headlines'>{items}</ul>"]
-        if notes:
-            parts.append(f"<ul class='notes'>{notes}</ul>")
-        parts.append(f"<pre class='summary'>{_e(result_summary(self.regimes))}</pre></section>")
-        return "".join(parts)
+        items = "".join(f"<li>{escape(line)}</li>" for line in self.findings())
+        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
+        return (
+            "<section id='findings'><h2>Findings</h2>"
+            f"<div class='findings'><ol>{items}</ol></div>"
+            + (f"<ul class='notes'>{notes}</ul>" if notes else "")
+            + "</section>"
+        )
 
     def _charts_html(self) -> str:
-        blocks = [
-            f"<figure><h2>{_e(s.title)}</h2><div class='chart' id='chart-{_e(s.key)}' "
-            f"data-chart='{_e(s.key)}'></div><figcaption>{_e(s.caption)}</figcaption></figure>"
-            for s in self.charts
-        ]
-        return "<section id='charts'>" + "".join(blocks) + "</section>"
+        blocks = [_figure(s.key, s.title, s.caption, "h3") for s in self.charts]
+        return "<section id='charts'><h2>Charts</h2>" + "".join(blocks) + "</section>"
 
     def _explanations_html(self) -> str:
         if not self.explanations:
             return ""
+        labels = group_labels(self.regimes.curve, self.group_columns)[0]
         parts = ["<section id='explanations'><h2>What the anomalies go with</h2>"]
         for item in self.explanations:
+            found = _findings.explanation_findings(item.result, labels)
+            sentences = "".join(f"<li>{escape(s)}</li>" for s in found)
+            parts.append(f"<h3 id='explain-{escape(item.key)}'>{escape(item.title)}</h3>")
+            parts.append(f"<ul>{sentences}</ul>" if sentences else "")
+            if item.chart is not None:
+                parts.append(_figure(f"explain-{item.key}", "", "", "h4"))
             parts.append(
-                f"<h3 id='explain-{_e(item.key)}'>{_e(item.title)}</h3>"
-                f"<pre class='summary'>{_e(result_summary(item.result))}</pre>"
-                + _html_table(item.table)
+                f"<details><summary>Tables</summary>{result_tables(item.result)}</details>"
             )
         parts.append("</section>")
         return "".join(parts)
 
     def _tables_html(self) -> str:
         rep = self.regimes
-        parts = ["<section id='tables'><h2>Tables</h2>"]
-        parts.append("<h3>Anomalies</h3>" + _anomaly_table(rep.anomalies, self.group_columns))
-        change_points = getattr(rep, "change_points", None)
-        if isinstance(change_points, pl.DataFrame):
-            tested = change_points.height
-            if "significant" in change_points.columns:
-                change_points = change_points.filter(pl.col("significant"))
-            parts.append(
-                f"<h3>Change points</h3><p>{change_points.height} significant of "
-                f"{tested} tested.</p>" + _html_table(change_points)
-            )
+        parts = ["<section id='tables'><h2>Tables</h2><h3>Detection</h3>"]
+        parts.append(key_value_table(_settings(rep), caption="What was analysed, and how"))
+        parts.append("<h4>Anomalies</h4>" + interval_table(rep.anomalies, self.group_columns))
+        parts.append(_change_point_table(rep))
+        groups = getattr(rep, "groups", None)
+        if isinstance(groups, pl.DataFrame):
+            parts.append("<h4>Groups</h4>" + html_table(groups))
+        if self.comparison is not None:
+            parts.append("<h3>Against the base run</h3>" + result_tables(self.comparison))
         if self.speedup is not None:
+            keys = [c for c in self.group_columns if c != "use_cache"]
+            parts.append("<h3>KV-cache speedup</h3>")
+            parts.append(key_value_table(_settings(self.speedup), caption="Settings"))
+            parts.append("<h4>Collapses</h4>" + interval_table(self.speedup.collapses, keys))
             parts.append(
-                "<h3>KV-cache speedup</h3><pre class='summary'>"
-                + _e(result_summary(self.speedup))
-                + "</pre>"
-            )
-            parts.append(
-                "<h3>KV-cache speedup collapses</h3>"
-                + _anomaly_table(
-                    self.speedup.collapses, [c for c in self.group_columns if c != "use_cache"]
-                )
+                "<details><summary>Speedup per budget</summary>"
+                + html_table(self.speedup.speedup)
+                + "</details>"
             )
         parts.append("</section>")
         return "".join(parts)
 
     def _data_html(self) -> str:
-        keys = self.group_columns
-        per_group = (
-            self.trials.group_by(keys or pl.lit(1).alias("_all"), maintain_order=True)
-            .agg(
-                pl.col(self.x).n_unique().alias(f"{self.x} values"),
-                pl.col(self.x).min().alias(f"min {self.x}"),
-                pl.col(self.x).max().alias(f"max {self.x}"),
-                pl.len().alias("trials"),
-                *(
-                    [pl.col("session").n_unique().alias("sessions")]
-                    if "session" in self.trials.columns
-                    else []
-                ),
-            )
-            .sort(keys or "_all")
-            .drop("_all", strict=False)
-        )
+        per_group = _per_group(self.trials, self.group_columns, self.x)
         parts = [
             "<section id='data'><h2>Data</h2>",
             f"<p>{self.trials.height} measured trials (warm-ups excluded) in "
             f"{per_group.height} group(s).</p>",
-            _html_table(per_group),
+            html_table(per_group),
         ]
         if self.errors is not None and self.errors.height:
             parts.append(f"<h3>Cases that raised ({self.errors.height})</h3>")
-            parts.append(_html_table(self.errors.drop("traceback", strict=False)))
+            parts.append(html_table(self.errors.drop("traceback", strict=False)))
         parts.append("</section>")
         return "".join(parts)
 
     def _environment_html(self) -> str:
         meta = dict(self.meta)
         spec = meta.pop("spec", None)
-        rows = pl.DataFrame(
-            [{"key": k, "value": v} for k, v in _flatten(meta)],
-            schema={"key": pl.String, "value": pl.String},
-        )
+        pairs = flatten(meta)
         parts = ["<section id='environment'><h2>Environment</h2>"]
-        parts.append(_html_table(rows) if rows.height else "<p>The run carries no metadata.</p>")
+        parts.append(
+            f"<details><summary>Machine, versions and provenance ({len(pairs)} entries)"
+            f"</summary>{key_value_table(pairs)}</details>"
+            if pairs
+            else "<p>The run carries no metadata.</p>"
+        )
         if spec is not None:
             parts.append(
                 "<details><summary>Sweep specification</summary><pre>"
-                + _e(json.dumps(spec, indent=2, default=str))
+                + escape(json.dumps(spec, indent=2, default=str))
                 + "</pre></details>"
             )
         parts.append("</section>")
         return "".join(parts)
 
 
+def _figure(key: str, title: str, caption: str, heading: str) -> str:
+    head = f"<{heading}>{escape(title)}</{heading}>" if title else ""
+    cap = f"<figcaption>{escape(caption)}</figcaption>" if caption else ""
+    return (
+        f"<figure id='figure-{escape(key)}'>{head}<div class='chart' id='chart-{escape(key)}' "
+        f"data-chart='{escape(key)}'></div>{cap}</figure>"
+    )
+
+
+def _settings(result: Any) -> list[tuple[str, Any]]:
+    """List what a result analysed (x, y, groups) and the parameters it was given."""
+    pairs: list[tuple[str, Any]] = [
+        (name, getattr(result, name))
+        for name in ("x", "y", "group_columns")
+        if getattr(result, name, None) is not None
+    ]
+    params = getattr(result, "params", None) or {}
+    return pairs + [(k, v) for k, v in params.items() if k not in ("x", "y")]
+
+
+def _change_point_table(rep: Any) -> str:
+    change_points = getattr(rep, "change_points", None)
+    if not isinstance(change_points, pl.DataFrame):
+        return ""
+    tested = change_points.height
+    if "significant" in change_points.columns:
+        change_points = change_points.filter(pl.col("significant"))
+    return (
+        f"<h4>Change points</h4><p>{change_points.height} significant of {tested} tested.</p>"
+        + html_table(change_points)
+    )
+
+
+def _per_group(trials: pl.DataFrame, keys: list[str], x: str) -> pl.DataFrame:
+    sessions = (
+        [pl.col("session").n_unique().alias("sessions")] if "session" in trials.columns else []
+    )
+    return (
+        trials.group_by(keys or pl.lit(1).alias("_all"), maintain_order=True)
+        .agg(
+            pl.col(x).n_unique().alias(f"{x} values"),
+            pl.col(x).min().alias(f"min {x}"),
+            pl.col(x).max().alias(f"max {x}"),
+            pl.len().alias("trials"),
+            *sessions,
+        )
+        .sort(keys or "_all")
+        .drop("_all", strict=False)
+    )
+
+
 # --------------------------------------------------------------------------- building
 
 
 def headlines(regimes: Any, speedup: Any = None) -> list[str]:
-    """One readable line per anomaly of ``regimes`` and per collapse of ``speedup``.
+    """One terse line per anomaly of ``regimes`` and per collapse of ``speedup``.
 
-    Groups are named by the labels the charts use; each line gives the interval, the
-    ratio over the smooth trend with its CI, the q value and whether it recovers.
+    Parameters
+    ----------
+    regimes : RegimeResult
+        The result of :func:`regimes.detect_regimes`.
+    speedup : SpeedupResult, optional
+        The result of :func:`regimes.cache_speedup`.
+
+    Returns
+    -------
+    list of str
+        Groups named by the labels the charts use; each line gives the interval, the
+        ratio over the smooth trend with its CI, the q value and whether it recovers.
+        One line saying so when nothing was found.
+
+    See Also
+    --------
+    RunReport.findings : the same findings as sentences, with where each recovers.
     """
-    x, y, group_columns = plot.report_axes(regimes)
-    curve_labels = plot.group_labels(regimes.curve, group_columns)[0]
-    level = _level(regimes)
+    x, y, group_columns = report_axes(regimes)
+    labels = group_labels(regimes.curve, group_columns)[0]
+    level = style.level_text(regimes)
     lines = [
-        f"{row['group']}: {y} at {x} {_span(row)} is {row['ratio']:.3g}x its smooth trend "
-        f"({level} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
+        f"{row[GROUP_FIELD]}: {y} at {x} {_dash_span(row)} is {row['ratio']:.3g}x its smooth "
+        f"trend ({level} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
         + (f", q = {row['q_value']:.2g}" if row.get("q_value") is not None else "")
         + _recovery(row)
-        for row in _labelled(regimes.anomalies, group_columns, curve_labels).iter_rows(named=True)
+        for row in _findings.labelled(regimes.anomalies, group_columns, labels).iter_rows(
+            named=True
+        )
     ]
     collapses = getattr(speedup, "collapses", None)
     if isinstance(collapses, pl.DataFrame) and collapses.height:
         keys = [c for c in group_columns if c in collapses.columns and c != "use_cache"]
-        speed_labels = plot.group_labels(speedup.speedup, keys)[0]
+        speed_labels = group_labels(speedup.speedup, keys)[0]
         lines += [
-            f"{row['group']}: the KV-cache speedup at {x} {_span(row)} is {row['ratio']:.3g}x "
-            f"its trend ({_level(speedup)} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
-            for row in _labelled(collapses, keys, speed_labels).iter_rows(named=True)
+            f"{row[GROUP_FIELD]}: the KV-cache speedup at {x} {_dash_span(row)} is "
+            f"{row['ratio']:.3g}x its trend ({style.level_text(speedup)} CI "
+            f"{row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
+            for row in _findings.labelled(collapses, keys, speed_labels).iter_rows(named=True)
         ]
-    if not lines:
-        lines.append(f"no anomaly: {y} follows its smooth trend in every group")
-    return lines
+    return lines or [f"no anomaly: {y} follows its smooth trend in every group"]
+
+
+def _dash_span(row: dict[str, Any]) -> str:
+    return str(row["start"]) if row["start"] == row["end"] else f"{row['start']}–{row['end']}"
+
+
+def _recovery(row: dict[str, Any]) -> str:
+    recovered = row.get("recovered")
+    if recovered is None:
+        return ""
+    return ", recovers after it" if recovered else ", stays up (a step)"
 
 
 def build_report(
@@ -298,65 +426,87 @@ def build_report(
     max_panels: int = 12,
     heatmap_min_groups: int = 4,
     title: str | None = None,
+    baseline: Any = None,
     **detect_options: Any,
 ) -> RunReport:
     """Analyse a run and gather what its report shows.
 
-    ``source`` is a run directory or trial file path, a :class:`regimes.Run`, or a trial
-    table. The detection (``regimes.detect_regimes(trials, x, y, by, **detect_options)``,
-    e.g. ``alpha``, ``min_ratio``, ``n_boot``, ``seed``, ``direction``) and the cache
-    speedup (``regimes.cache_speedup``, when both cache settings were measured) are run
-    unless given as ``regimes`` / ``speedup``.
+    Parameters
+    ----------
+    source : str, os.PathLike, Run or DataFrame
+        A run directory or trial file, a :class:`regimes.Run`, or a trial table.
+    x : str, default "budget"
+        The x column (``budget`` or ``total_tokens``).
+    y : str, default "latency_s"
+        The measured quantity (``latency_s``, ``decode_s``, ``prefill_s``).
+    by : sequence of str, optional
+        The group columns. Default: the case columns present.
+    regimes : RegimeResult, optional
+        A detection already made; default: ``regimes.detect_regimes(trials, x, y, by,
+        **detect_options)``.
+    speedup : SpeedupResult, optional
+        A speedup already made; default: ``regimes.cache_speedup`` when both cache
+        settings were measured.
+    max_panels : int, default 12
+        At most this many latency panels, groups with the strongest anomalies first.
+    heatmap_min_groups : int, default 4
+        The overview heatmap is drawn from this many groups on.
+    title : str, optional
+        The page's title. Default: ``"regimes report: <run name>"``.
+    baseline : str, os.PathLike, Run or DataFrame, optional
+        A base run to compare this one with (:func:`regimes.compare_runs`, base
+        first): the report then opens with what appeared, vanished or changed, and
+        draws both runs.
+    **detect_options
+        Passed to the detection (``alpha``, ``min_ratio``, ``n_boot``, ``seed``,
+        ``direction`` ...); the shared ones to the speedup and the explanations too.
 
-    Charts, each included when the data supports it: latency per group (at most
-    ``max_panels`` panels, groups with anomalies first); an overview heatmap when
-    there are ``heatmap_min_groups`` groups or more; the cache speedup; the phases
-    when the trials were instrumented.
+    Returns
+    -------
+    RunReport
+        The analyses, charts (latency; heatmap; speedup; phases, each when the data
+        supports it) and the explanations the data supports (phases, backends,
+        memory, prompt lengths); :meth:`RunReport.write` renders it.
+
+    Raises
+    ------
+    RegimesInputError
+        When the run is missing or malformed, or the detection rejects the data.
+
+    See Also
+    --------
+    regimes.detect_regimes, regimes.cache_speedup
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from regimes.viz.html import build_report
+    >>> report = build_report("examples/data/cuda-h200-gpt2", n_boot=200)
+    >>> [s.key for s in report.charts]
+    ['latency', 'speedup']
+    >>> page = report.write(pathlib.Path(tempfile.mkdtemp()) / "report.html")
     """
     run = _as_run(source)
-    trials_raw = run.trials
     notes: list[str] = []
     if regimes is None:
         from regimes.detect import detect_regimes
 
-        regimes = detect_regimes(trials_raw, x=x, y=y, by=by, **detect_options)
-    x, y, group_columns = plot.report_axes(regimes)
-    trials = validate_trials(trials_raw, x=x, y=y, required=[*group_columns, x, y])
+        regimes = detect_regimes(run.trials, x=x, y=y, by=by, **detect_options)
+    x, y, group_columns = report_axes(regimes)
+    trials = validate_trials(run.trials, x=x, y=y, required=[*group_columns, x, y])
     if speedup is None:
-        speedup = _try_speedup(trials_raw, x, y, by, detect_options, notes)
-
-    labels, _ = plot.group_labels(regimes.curve, group_columns)
-    charts = [_latency_section(regimes, trials, labels, group_columns, max_panels, notes)]
-    if labels.height >= heatmap_min_groups:
-        charts.append(
-            ChartSection(
-                "heatmap",
-                "Overview: every group against the trend",
-                f"Colour is the median {y} over its smooth trend (log scale; red slower, blue "
-                f"faster); anomalous intervals are outlined.",
-                plot.overview_heatmap(regimes),
+        speedup = try_speedup(run.trials, (x, y), by, detect_options, notes)
+    charts = chart_sections(regimes, speedup, trials, (max_panels, heatmap_min_groups), notes)
+    comparison = None
+    if baseline is not None:
+        comparison = compare(_as_run(baseline).trials, run.trials, (x, y), by, detect_options)
+        if comparison.shift.height:
+            charts.insert(1, comparison_section(comparison))
+        else:
+            notes.append(
+                "No curve of this run matches one of the base run on "
+                f"{', '.join(comparison.group_columns)}; pass by= to match on fewer columns."
             )
-        )
-    if speedup is not None:
-        charts.append(
-            ChartSection(
-                "speedup",
-                "KV-cache speedup",
-                "Cache-off over cache-on latency with its CI; shaded: significant collapses "
-                "below the speedup trend, labelled with their ratio and CI.",
-                plot.speedup_chart(speedup, x=x),
-            )
-        )
-    if _is_instrumented(trials):
-        charts.append(
-            ChartSection(
-                "phases",
-                "Prefill and decode",
-                "Median prefill and decode time stacked per budget; the tick is the median "
-                "end-to-end latency.",
-                plot.phase_chart(trials, x=x, by=group_columns),
-            )
-        )
     name = run.meta.get("name") or run.meta.get("run_id") or (run.path.name if run.path else "")
     return RunReport(
         title=title or f"regimes report{': ' + str(name) if name else ''}",
@@ -367,7 +517,8 @@ def build_report(
         charts=charts,
         notes=notes,
         errors=run.errors,
-        explanations=_explanations(trials_raw, trials, regimes, detect_options, notes),
+        explanations=run_explanations(run.trials, trials, regimes, detect_options, notes),
+        comparison=comparison,
     )
 
 
@@ -379,273 +530,13 @@ def _as_run(source: Any) -> Run:
     return Run(as_polars(source), pl.DataFrame(), pl.DataFrame(), {}, None)
 
 
-_SHARED_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level", "penalty", "session")
-"""Options of ``detect_regimes`` that ``cache_speedup`` takes too (not ``direction``)."""
-
-
-def _try_speedup(
-    trials: pl.DataFrame,
-    x: str,
-    y: str,
-    by: Sequence[str] | None,
-    detect_options: dict[str, Any],
-    notes: list[str],
-) -> Any:
-    """The cache speedup when both cache settings were measured, else ``None``."""
-    if "use_cache" not in trials.columns or trials["use_cache"].drop_nulls().n_unique() < 2:
-        return None
-    from regimes.speedup import cache_speedup
-
-    options = {k: v for k, v in detect_options.items() if k in _SHARED_OPTIONS}
-    speedup_by = None if by is None else [c for c in by if c != "use_cache"]
-    try:
-        return cache_speedup(trials, x=x, y=y, by=speedup_by, **options)
-    except RegimesInputError as exc:  # e.g. no budget measured both ways
-        notes.append(f"KV-cache speedup not analysed: {exc}")
-        return None
-
-
-_MEMORY_COLUMNS = ("mem_driver_bytes", "mem_allocated_bytes", "rss_bytes")
-
-
-def _explanations(
-    trials_raw: pl.DataFrame,
-    trials: pl.DataFrame,
-    regimes: Any,
-    detect_options: dict[str, Any],
-    notes: list[str],
-) -> list[Explanation]:
-    """Run each explanation the data supports on the anomalies found.
-
-    Phases need instrumented trials, backends two backends or more, memory a memory
-    reading, alignment two prompt lengths or more. One that cannot run on this data
-    leaves a note saying why instead of stopping the report.
-    """
-    if regimes.anomalies.height == 0:
-        return []
-    from regimes.explain.alignment import align_boundaries
-    from regimes.explain.backends import compare_backends
-    from regimes.explain.memory import memory_confound
-    from regimes.explain.phases import attribute_phases
-
-    _, _, group_columns = plot.report_axes(regimes)
-    shared = {k: v for k, v in detect_options.items() if k in ("alpha", "level")}
-    boot = {k: v for k, v in detect_options.items() if k in ("n_boot", "seed", "level")}
-    plans: list[tuple[str, str, Any, str]] = []
-    if _is_instrumented(trials):
-        plans.append(
-            (
-                "phases",
-                "Prefill or decode: where the excess time goes",
-                lambda: attribute_phases(trials_raw, regimes, **boot),
-                "phases",
-            )
-        )
-    if "backend" in group_columns and trials["backend"].n_unique() >= 2:
-        plans.append(
-            (
-                "backends",
-                "Is it specific to one backend?",
-                lambda: compare_backends(trials_raw, regimes, **shared),
-                "comparisons",
-            )
-        )
-    memory = next(
-        (c for c in _MEMORY_COLUMNS if c in trials.columns and trials[c].drop_nulls().len() > 0),
-        None,
-    )
-    if memory is not None:
-        plans.append(
-            (
-                "memory",
-                f"Does memory ({memory}) explain it?",
-                lambda: memory_confound(
-                    trials_raw, regimes, memory, alpha=shared.get("alpha", 0.05)
-                ),
-                "effects",
-            )
-        )
-    if "prompt_tokens" in group_columns and trials["prompt_tokens"].n_unique() >= 2:
-        plans.append(
-            (
-                "alignment",
-                "Does it follow the budget or the total length?",
-                lambda: align_boundaries(trials_raw, regimes),
-                "boundaries",
-            )
-        )
-    done = []
-    for key, title, run, table in plans:
-        try:
-            result = run()
-        except RegimesInputError as exc:
-            notes.append(f"{title} not analysed: {exc}")
-            continue
-        done.append(Explanation(key, title, result, getattr(result, table)))
-    return done
-
-
-def _is_instrumented(trials: pl.DataFrame) -> bool:
-    if not {"prefill_s", "decode_s"} <= set(trials.columns):
-        return False
-    both = pl.col("prefill_s").is_not_null() & pl.col("decode_s").is_not_null()
-    return bool(trials.select(both.any()).item())
-
-
-def _latency_section(
-    regimes: Any,
-    trials: pl.DataFrame,
-    labels: pl.DataFrame,
-    group_columns: list[str],
-    max_panels: int,
-    notes: list[str],
-) -> ChartSection:
-    x, y, _ = plot.report_axes(regimes)
-    order = labels[plot.GROUP_FIELD].to_list()
-    shown: list[str] | None = None
-    if len(order) > max_panels:
-        flagged = _labelled(regimes.anomalies, group_columns, labels)
-        strongest = (
-            flagged.group_by(plot.GROUP_FIELD)
-            .agg(pl.col("ratio").log().abs().max().alias("s"))
-            .sort("s", descending=True)[plot.GROUP_FIELD]
-            .to_list()
-        )
-        shown = (strongest + [g for g in order if g not in strongest])[:max_panels]
-        notes.append(
-            f"The latency chart shows {max_panels} of {len(order)} groups (those with the "
-            "strongest anomalies first); the heatmap shows them all."
-        )
-    return ChartSection(
-        "latency",
-        f"{y} by {x}",
-        "Faint points: trials. Line and band: median and its bootstrap CI. Dashed: the "
-        "smooth trend. Shaded: significant anomalies, labelled with their ratio over the "
-        "trend and its CI. Orange rules: change points.",
-        plot.latency_chart(regimes, trials, groups=shown),
-    )
-
-
-# --------------------------------------------------------------------------- formatting
-
-
-def _labelled(
-    frame: pl.DataFrame | None, group_columns: Sequence[str], labels: pl.DataFrame
-) -> pl.DataFrame:
-    """``frame`` with the chart's group label of each row (labels from the full curve)."""
-    if frame is None or frame.height == 0:
-        return pl.DataFrame(
-            {plot.GROUP_FIELD: [], "ratio": []},
-            schema={plot.GROUP_FIELD: pl.String, "ratio": pl.Float64},
-        )
-    keys = [c for c in group_columns if c in frame.columns]
-    if not keys:
-        return frame.with_columns(pl.lit("all").alias(plot.GROUP_FIELD))
-    return frame.join(
-        labels.select([*keys, plot.GROUP_FIELD]), on=keys, how="left", nulls_equal=True
-    )
-
-
-def _level(result: Any) -> str:
-    """``95%``: the confidence level a result's intervals were computed at."""
-    params = getattr(result, "params", None) or {}
-    level = params.get("level", getattr(result, "level", 0.95))
-    return f"{100 * float(level):g}%"
-
-
-def _span(row: dict[str, Any]) -> str:
-    return str(row["start"]) if row["start"] == row["end"] else f"{row['start']}–{row['end']}"
-
-
-def _recovery(row: dict[str, Any]) -> str:
-    recovered = row.get("recovered")
-    if recovered is None:
-        return ""
-    return ", recovers after it" if recovered else ", stays up (a step)"
-
-
-def result_summary(regimes: Any) -> str:
-    """``regimes.summary()`` as text, a polars table printed in full."""
-    summary = regimes.summary() if hasattr(regimes, "summary") else ""
+def result_summary(result: Any) -> str:
+    """Return ``result.summary()`` as text (a polars table printed in full)."""
+    summary = result.summary() if hasattr(result, "summary") else ""
     if isinstance(summary, pl.DataFrame):
         with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=160):
             return str(summary)
     return str(summary)
-
-
-def _anomaly_table(frame: pl.DataFrame | None, group_columns: Sequence[str]) -> str:
-    if frame is None or frame.height == 0:
-        return "<p>None significant.</p>"
-    keys = [c for c in group_columns if c in frame.columns]
-    shown = frame.with_columns(
-        plot._ratio_label("ratio", "ratio_low", "ratio_high").alias("ratio [CI]")
-    )
-    leading = [*keys, "start", "end", "ratio [CI]"]
-    rest = [
-        c
-        for c in shown.columns
-        if c not in leading and c not in ("ratio", "ratio_low", "ratio_high")
-    ]
-    return _html_table(shown.select([*leading, *rest]))
-
-
-def _html_table(frame: pl.DataFrame) -> str:
-    """A plain HTML table; floats to four significant digits, long tables cut."""
-    if frame.width == 0 or frame.height == 0:
-        return "<p>None.</p>"
-    shown = frame.head(_MAX_TABLE_ROWS)
-    text = shown.select(
-        [
-            (pl.col(c).fill_nan(None).round_sig_figs(4) if t.is_float() else pl.col(c))
-            .cast(pl.String)
-            .fill_null("")
-            .alias(c)
-            if t.is_numeric() or t in (pl.String, pl.Boolean)
-            else pl.col(c)
-            .map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
-            .alias(c)
-            for c, t in shown.schema.items()
-        ]
-    )
-    numeric = {c for c, t in shown.schema.items() if t.is_numeric()}
-    head = "".join(f"<th>{_e(c)}</th>" for c in text.columns)
-    rows = "".join(
-        "<tr>"
-        + "".join(
-            f"<td class='num'>{_e(v)}</td>" if c in numeric else f"<td>{_e(v)}</td>"
-            for c, v in zip(text.columns, row)
-        )
-        + "</tr>"
-        for row in text.iter_rows()
-    )
-    more = (
-        f"<p class='more'>{frame.height - _MAX_TABLE_ROWS} more row(s) not shown.</p>"
-        if frame.height > _MAX_TABLE_ROWS
-        else ""
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{more}"
-
-
-def _flatten(meta: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for key, value in meta.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out += _flatten(value, f"{name}.")
-        elif isinstance(value, (list, tuple)):
-            out.append((name, json.dumps(value, default=str)))
-        else:
-            out.append((name, "" if value is None else str(value)))
-    return out
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _script_safe(text: str) -> str:
-    """Text that cannot end the ``<script>`` element it is inlined in."""
-    return re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE).replace("<!--", "<\\!--")
 
 
 def _now() -> str:
@@ -656,53 +547,3 @@ def _version() -> str:
     from regimes import __version__
 
     return __version__
-
-
-_STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
-       max-width: 1500px; padding: 0 1rem; color: #222; }
-h1 { margin-bottom: 0.2rem; } .sub { color: #666; margin-top: 0; }
-section { margin: 2rem 0; } figure { margin: 2rem 0; }
-figcaption { color: #555; font-size: 0.9rem; max-width: 60rem; }
-table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.2rem 0.6rem; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-pre { background: #f6f6f6; padding: 0.8rem; overflow-x: auto; font-size: 0.8rem; }
-.headlines li { margin: 0.2rem 0; } .notes { color: #8a5a00; }
-.chart-error { color: #b00020; font-weight: bold; }
-"""
-
-_LOADER = """
-(function () {
-  var specs = JSON.parse(document.getElementById("regimes-specs").textContent);
-  var jobs = Object.keys(specs).map(function (id) {
-    var el = document.getElementById(id);
-    return vegaEmbed(el, specs[id], {renderer: "svg",
-        actions: {export: true, source: false, compiled: false, editor: false}})
-      .then(function () { el.dataset.rendered = "ok"; })
-      .catch(function (err) {
-        el.dataset.rendered = "error";
-        el.innerHTML = "<p class='chart-error'>This chart failed to render.</p>";
-        console.error("chart " + id + " failed: " + err);
-      });
-  });
-  Promise.all(jobs).then(function () { document.body.dataset.charts = "done"; });
-})();
-"""
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>{style}</style>
-<script>{bundle}</script>
-</head>
-<body>
-{body}
-<script type="application/json" id="regimes-specs">{specs}</script>
-<script>{loader}</script>
-</body>
-</html>
-"""

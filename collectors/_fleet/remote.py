@@ -1,0 +1,183 @@
+"""The worker side of a fleet sweep: describe this machine, run one unit of work on it.
+
+Both functions run inside a ``dask worker`` process. :func:`probe` is sent with
+``Client.run`` to every worker; :func:`run_unit` is one submitted task: one session of
+one backend, run in a fresh process (:mod:`collectors._process`) over a temporary run
+directory seeded with what the client's run already holds of that session, each new
+parquet part sent back through a :class:`distributed.Queue` as soon as it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from regimes.data.io import RunWriter
+
+from .._events import Event
+from .._progress import Progress
+from .._session import host_name
+
+__all__ = ["TABLES", "UnitOrder", "offered_backends", "probe", "probe_workers", "run_unit"]
+
+TABLES: tuple[str, ...] = ("trials", "steps", "errors")
+"""The run tables a unit sends back, in the order a trial writes them."""
+
+
+def offered_backends() -> tuple[str, ...]:
+    """Backends this worker offers: those it can run, cut to ``$REGIMES_BACKENDS`` if set.
+
+    ``REGIMES_BACKENDS`` (a comma list) keeps a backend off a machine that has it,
+    e.g. the CPU of a CUDA box whose CPU timings would compete with the GPU's.
+    """
+    from ..backends import available_backends
+
+    available = available_backends()
+    wanted = os.environ.get("REGIMES_BACKENDS", "")
+    names = {name.strip() for name in wanted.split(",") if name.strip()}
+    return tuple(b for b in available if b in names) if names else available
+
+
+def probe() -> dict[str, Any]:
+    """Describe this worker's machine: host name, backends offered, devices, environment."""
+    from ..environment import environment_metadata
+
+    offered = offered_backends()
+    environment = environment_metadata(offered)
+    host = host_name()
+    environment["hostname"] = host
+    devices = {b: environment["backends"][b].get("device") for b in offered}
+    return {"host": host, "backends": list(offered), "devices": devices, "environment": environment}
+
+
+def probe_workers(client: Any, workers: list[str]) -> dict[str, dict[str, Any]]:
+    """Run :func:`probe` on each of ``workers`` as a task; map each address to its answer.
+
+    A task, not ``Client.run``: the probe imports torch, which would block the worker's
+    event loop (and its heartbeats) for seconds. A worker whose probe fails is left out
+    with a line on stderr.
+    """
+    futures = {
+        w: client.submit(probe, workers=[w], allow_other_workers=False, pure=False) for w in workers
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for worker, future in futures.items():
+        try:
+            out[worker] = future.result()
+        except Exception as exc:  # a worker without torch or regimes: say so, go on
+            print(f"fleet: worker {worker} left out: {exc!r}", file=sys.stderr)
+    return out
+
+
+@dataclass(frozen=True)
+class UnitOrder:
+    """What the client sends with one unit: the session to run and where to report.
+
+    Attributes
+    ----------
+    meta : dict
+        The temporary run's ``meta.json``: the client's ``run_id`` and the spec cut to
+        the unit's backend.
+    session : int
+        The session to run.
+    seed_parts : dict
+        Table name to parquet bytes: what the client holds of this session.
+    queue : str
+        Name of the :class:`distributed.Queue` the parts go to.
+    stop : str
+        Name of the :class:`distributed.Event` that asks the unit to stop.
+    unit : str
+        The unit's label, sent with every part.
+    deadline : float or None
+        Unix time after which the session stops cleanly.
+    """
+
+    meta: dict[str, Any]
+    session: int
+    seed_parts: dict[str, bytes]
+    queue: str
+    stop: str
+    unit: str
+    deadline: float | None
+
+
+class _Shipper(Progress):
+    """A silent progress sink that sends every new part of the run and honours ``stop``."""
+
+    def __init__(self, run_dir: Path, order: UnitOrder):
+        from distributed import Event as DaskEvent
+        from distributed import Queue
+
+        super().__init__(0, False)
+        self.run_dir, self.order = run_dir, order
+        self.queue, self.stop = Queue(order.queue), DaskEvent(order.stop)
+        self.sent: set[Path] = set(self._parts())
+
+    def _parts(self) -> list[Path]:
+        return [
+            p
+            for table in TABLES
+            for p in sorted((self.run_dir / table).glob("*.parquet"), key=os.path.getmtime)
+            if not p.name.startswith(".")
+        ]
+
+    def flush(self) -> None:
+        """Send the parts not yet sent, trials before the steps and errors written after."""
+        for part in self._parts():
+            if part not in self.sent:
+                message = {"unit": self.order.unit, "table": part.parent.name}
+                self.queue.put({**message, "host": host_name(), "data": part.read_bytes()})
+                self.sent.add(part)
+
+    def write(self, line: str) -> None:
+        self.queue.put({"unit": self.order.unit, "host": host_name(), "line": line})
+
+    def __call__(self, event: Event) -> None:
+        self.flush()
+        if self.stop.is_set():
+            # raised here, it makes the session runner stop its process as Ctrl-C would
+            raise KeyboardInterrupt
+
+
+def run_unit(order: UnitOrder) -> dict[str, Any]:
+    """Run one session of one backend here; send each part back as it is written.
+
+    Parameters
+    ----------
+    order : UnitOrder
+        The unit, and where to report.
+
+    Returns
+    -------
+    dict
+        ``status`` (as :func:`collectors.sweep.run_sweep`'s), ``messages`` and ``host``.
+    """
+    from .._process import run_process_session
+    from ..spec import SweepSpec
+
+    with tempfile.TemporaryDirectory(prefix="regimes-fleet-") as tmp:
+        writer = RunWriter(Path(tmp) / "run", order.meta)
+        for table, data in order.seed_parts.items():
+            (writer.path / table / f"part-seed-{uuid.uuid4().hex}.parquet").write_bytes(data)
+        shipper = _Shipper(writer.path, order)
+        spec = SweepSpec.from_dict(order.meta["spec"], check_available=False)
+        messages: list[str] = []
+        try:
+            status = run_process_session(
+                {order.session: spec},
+                order.session,
+                writer,
+                order.deadline,
+                None,
+                shipper,
+                messages,
+            )
+        except KeyboardInterrupt:
+            status = "interrupted"
+        shipper.flush()
+    return {"status": status, "messages": messages, "host": host_name()}

@@ -1,0 +1,185 @@
+"""The schedule: a seeded, shuffled, interleaved order of generations per session.
+
+Within a session the cases are grouped by what must be loaded, the (model, backend,
+dtype) triple, so each model is built once per session and freed before the next
+(memory stays bounded by one model). Group order is shuffled per session. Inside a
+group run ``trials`` rounds; round :math:`r` runs trial :math:`r` of every case of the
+group in a fresh random permutation. Each budget is therefore measured once per round,
+spread over the whole time the group runs, so a slow drift (thermal throttling, a
+background job) adds noise to every budget alike instead of masquerading as a budget
+effect. The permutations come from ``numpy.random.default_rng((seed, session))``: the
+same spec gives the same order.
+
+Warm-ups are lazy: in each process, a case's ``warmup`` warm-up generations run
+immediately before that case's first measured trial in that process (so, in a fresh
+session, inside round 0 just before the case's turn). A sliced or interrupted process
+has therefore warmed only the cases it measured, and a process that resumes warms
+only the cases it reaches, instead of paying every case's warm-ups up front. That is
+``warmup_policy = "per-case"``; ``"max-first"`` runs each loaded model's warm-ups at its
+largest budget before its first measured trial in a process (one generation then
+visits every KV length the model's trials will), and ``"none"`` runs none. Warm-ups
+draw no random numbers, so the measured order is the same under every policy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._state import RunState
+from .spec import Case, SweepSpec
+
+__all__ = ["ScheduledTrial", "measured_order", "plan_session", "schedule"]
+
+
+@dataclass(frozen=True)
+class ScheduledTrial:
+    """One generation to run: a case, in a session, as warm-up or measured trial."""
+
+    case: Case
+    session: int
+    trial: int
+    warmup: bool
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """The trial's identity: :data:`regimes.data.io.TRIAL_KEY` order, then attention."""
+        c = self.case
+        return (
+            c.model,
+            c.backend,
+            c.dtype,
+            c.use_cache,
+            c.prompt_tokens,
+            c.budget,
+            self.session,
+            self.trial,
+            self.warmup,
+            c.attn_implementation,
+        )
+
+
+def measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
+    """List the measured trials of one session in execution order (groups, then rounds)."""
+    rng = np.random.default_rng((spec.seed, session))
+    cases = spec.cases()
+    groups = [list(g) for _, g in itertools.groupby(cases, key=lambda c: c.load_key)]
+    order: list[ScheduledTrial] = []
+    for g in rng.permutation(len(groups)):
+        group = groups[g]
+        for r in range(spec.trials):
+            order.extend(
+                ScheduledTrial(group[i], session, r, False) for i in rng.permutation(len(group))
+            )
+    return order
+
+
+def _warm_before_first(
+    measured: list[ScheduledTrial],
+    count: int,
+    warmups_stored: dict[tuple[Case, int], int],
+    group: Callable[[Case], Hashable],
+    warm_case: Callable[[Case], Case],
+) -> list[ScheduledTrial]:
+    """Put ``count`` warm-ups before the first trial of each ``group`` in ``measured``.
+
+    The warm-ups run ``warm_case`` of the trial's case. Their numbers continue after
+    the ``warmups_stored`` ones of that (case, session), so that no key repeats across
+    resumes.
+    """
+    plan: list[ScheduledTrial] = []
+    warmed: set[Hashable] = set()
+    for t in measured:
+        if group(t.case) not in warmed:
+            warmed.add(group(t.case))
+            case = warm_case(t.case)
+            first = warmups_stored.get((case, t.session), 0)
+            plan.extend(ScheduledTrial(case, t.session, first + w, True) for w in range(count))
+        plan.append(t)
+    return plan
+
+
+def _largest_cases(spec: SweepSpec) -> dict[tuple[Any, ...], Case]:
+    """Map each loaded model to its case with the largest budget (then prompt length).
+
+    Ties go to the case first in spec order.
+    """
+    largest: dict[tuple[Any, ...], Case] = {}
+    for case in spec.cases():
+        top = largest.get(case.load_key)
+        if top is None or (case.budget, case.prompt_tokens) > (top.budget, top.prompt_tokens):
+            largest[case.load_key] = case
+    return largest
+
+
+def _with_warmups(
+    measured: list[ScheduledTrial],
+    spec: SweepSpec,
+    warmups_stored: dict[tuple[Case, int], int],
+) -> list[ScheduledTrial]:
+    """Add the warm-ups ``spec.warmup_policy`` asks for to a measured order.
+
+    ``per-case``: each case's warm-ups just before its first trial; ``max-first``: each
+    loaded model's warm-ups, at its largest case, before its first trial; ``none``.
+    """
+    if spec.warmup_policy == "none":
+        return list(measured)
+    if spec.warmup_policy == "max-first":
+        largest = _largest_cases(spec)
+        return _warm_before_first(
+            measured,
+            spec.warmup,
+            warmups_stored,
+            lambda case: case.load_key,
+            lambda case: largest[case.load_key],
+        )
+    return _warm_before_first(
+        measured, spec.warmup, warmups_stored, lambda case: case, lambda case: case
+    )
+
+
+def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
+    """List every generation of one session in execution order, warm-ups included.
+
+    Deterministic in ``(spec.seed, session)``: the warm-ups draw no random numbers, so
+    the measured order does not depend on ``spec.warmup``.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+        The sweep.
+    session : int
+        The session's number (it seeds the shuffles).
+
+    Returns
+    -------
+    list of ScheduledTrial
+        Every generation of the session, in the order it runs.
+
+    See Also
+    --------
+    plan_session : what is left of a session, given what a run already holds.
+    """
+    return _with_warmups(measured_order(spec, session), spec, {})
+
+
+def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[ScheduledTrial]:
+    """List what a process starting ``session`` now runs, given what ``state`` holds.
+
+    The measured order of :func:`schedule`, less the measured trials already stored
+    and every trial of a case that failed in this session; then each case left gets
+    fresh warm-ups immediately before its first remaining trial (whatever an earlier
+    process warmed is gone), numbered after the warm-ups already stored for that
+    (case, session).
+    """
+    state = state.named_by(spec)
+    left = [
+        t
+        for t in measured_order(spec, session)
+        if t.key not in state.done and (t.case.base, session) not in state.failed
+    ]
+    return _with_warmups(left, spec, state.warmups_stored)

@@ -1,0 +1,348 @@
+"""The session runner: run what is left of one session in this process, trial by trial.
+
+Crash safety. Each finished generation is written as its own atomic parquet part
+(:class:`regimes.data.io.RunWriter`) before the next starts, so a crash, a kill or a
+power loss costs at most the generation in flight; ``order`` continues after the
+largest stored. SIGINT and SIGTERM stop the session between parts, never inside one.
+
+Failures. A case that raises (out of memory, a dtype the device lacks, a
+:class:`~collectors.engines.BudgetMismatch`) is recorded in the ``errors`` table with
+its traceback and its remaining trials in that session are skipped; the session goes
+on, and a resume does not retry it.
+
+A ``"deadline"`` stop never falls between a case's warm-ups and its first measured
+trial (it would waste them); a slice overruns by at most that many generations.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from regimes.data.io import RunWriter
+
+from . import engines, models
+from ._attention import allowed_sdpa_backends, enabled_sdpa_backends
+from ._events import EventSink, error_event, ignore
+from ._schedule import ScheduledTrial, plan_session
+from ._signals import Interrupts
+from ._state import RunState, case_dict, error_row
+from .backends import Backend, get_backend, rss_bytes
+from .spec import Case, SweepSpec
+
+__all__ = ["DEADLINE", "EXIT_CODES", "SessionOutcome", "host_name", "process_id", "run_session"]
+
+EXIT_CODES: dict[str, int] = {"complete": 0, "failed": 1, "incomplete": 3, "interrupted": 130}
+"""Process exit status for each final sweep status (130 = 128 + SIGINT, the shell convention)."""
+
+DEADLINE = "deadline"
+"""The stop reason of a sliced sweep (``max_seconds``); the only one that waits for a
+case's warm-ups to reach its first measured trial."""
+
+_PROCESS_ID: tuple[int, str] | None = None
+
+
+def host_name() -> str:
+    """Return the host name trials record: ``$REGIMES_HOST`` if set, else the machine's.
+
+    The override names a machine of a fleet whose own name is not telling (a cloud
+    box), and lets one machine pose as two in tests.
+    """
+    return os.environ.get("REGIMES_HOST") or socket.gethostname()
+
+
+def process_id() -> str:
+    """Return a string unique to this OS process (host, pid and a random suffix).
+
+    The suffix is there because pids recur.
+    """
+    global _PROCESS_ID
+    if _PROCESS_ID is None or _PROCESS_ID[0] != os.getpid():
+        _PROCESS_ID = (os.getpid(), f"{host_name()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    return _PROCESS_ID[1]
+
+
+@dataclass
+class SessionOutcome:
+    """What one call of :func:`run_session` did."""
+
+    measured: int = 0
+    warmups: int = 0
+    errors: int = 0
+    stopped: str | None = None
+
+
+class _SessionRun:
+    """Runs one session's plan; holds what the trials share (backends, prompts, order)."""
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        writer: RunWriter,
+        session: int,
+        state: RunState,
+        emit: EventSink,
+        should_stop: Callable[[], str | None],
+        interrupts: Interrupts,
+    ):
+        self.spec, self.writer, self.session, self.state = spec, writer, session, state
+        self.emit, self.should_stop, self.interrupts = emit, should_stop, interrupts
+        self.order = state.next_order
+        self.outcome = SessionOutcome()
+        self.backends: dict[str, Backend] = {}
+        self.device_names: dict[str, str] = {}
+
+    def backend(self, name: str) -> Backend:
+        if name not in self.backends:
+            self.backends[name] = get_backend(name)
+            self.device_names[name] = self.backends[name].device_name()
+        return self.backends[name]
+
+    def record_errors(self, cases: list[Case], exc: BaseException, skipped: int) -> None:
+        rows = [error_row(self.state.run_id, case, self.session, exc) for case in cases]
+        with self.interrupts.deferred():
+            self.writer.write_errors(rows)
+        self.outcome.errors += len(rows)
+        for case in cases:
+            self.emit(error_event(self.session, case_dict(case), type(exc).__name__, str(exc)))
+        self.emit({"event": "skip", "n": skipped})
+
+    def run(self, plan: list[ScheduledTrial]) -> SessionOutcome:
+        for load_key, items in itertools.groupby(plan, key=lambda t: t.case.load_key):
+            reason = self.should_stop()
+            if reason:
+                self.outcome.stopped = reason
+                break
+            if not self.run_group(load_key, list(items)):
+                break
+        return self.outcome
+
+    def run_group(self, load_key: tuple[Any, ...], items: list[ScheduledTrial]) -> bool:
+        model_name, backend_name, dtype, attn = load_key
+        self.emit(
+            {
+                "event": "load",
+                "session": self.session,
+                "model": model_name,
+                "backend": backend_name,
+                "dtype": dtype,
+                "attn_implementation": attn,
+            }
+        )
+        backend: Backend | None = None
+        try:
+            backend = self.backend(backend_name)
+            loaded = models.load_model(
+                model_name,
+                dtype=dtype,
+                device=backend,
+                weights=self.spec.weights,
+                seed=self.spec.seed,
+                label=model_name,
+                attn_implementation=attn,
+            )
+        except Exception as exc:
+            self.record_errors(list(dict.fromkeys(t.case for t in items)), exc, len(items))
+            self.release(backend)
+            return True
+        try:
+            return self.run_trials(loaded, backend, items)
+        finally:
+            del loaded
+            self.release(backend)
+
+    @staticmethod
+    def release(backend: Backend | None) -> None:
+        """Free what a model or a failed generation left (it must not crowd the next)."""
+        gc.collect()
+        if backend is not None:
+            backend.empty_cache()
+
+    def run_trials(
+        self, loaded: models.LoadedModel, backend: Backend, items: list[ScheduledTrial]
+    ) -> bool:
+        prompts: dict[int, Any] = {}
+        failed: set[Case] = set()
+        remaining = Counter(t.case for t in items)
+        warming = False  # the last generation was a warm-up whose case is not yet measured
+        for item in items:
+            if item.case in failed:
+                continue
+            reason = self.should_stop()
+            # A deadline waits for the case being warmed to get its first measured
+            # trial: warm-ups are useless to the next process, so stopping between
+            # them and the trial would throw away the time spent on them.
+            if reason and not (warming and reason == DEADLINE):
+                self.outcome.stopped = reason
+                return False
+            measured = self.measure(loaded, backend, prompts, item, remaining[item.case])
+            if measured is None:
+                failed.add(item.case)
+                warming = False
+                # Only now, outside the except block whose traceback held the failed
+                # generation's tensors, can they be freed.
+                self.release(backend)
+                continue
+            remaining[item.case] -= 1
+            self.write_trial(item, loaded, *measured)
+            warming = item.warmup
+        return True
+
+    def measure(
+        self,
+        loaded: models.LoadedModel,
+        backend: Backend,
+        prompts: dict[int, Any],
+        item: ScheduledTrial,
+        remaining: int,
+    ) -> tuple[engines.TrialTiming, dict[str, Any]] | None:
+        """Run one generation; on failure record it (``remaining`` trials skipped).
+
+        Returns the timing and what the row records besides it: memory counters and
+        the SDPA kernels enabled while it ran.
+        """
+        case = item.case
+        self.emit(
+            {
+                "event": "start",
+                "session": self.session,
+                "case": case_dict(case),
+                "trial": item.trial,
+                "warmup": item.warmup,
+            }
+        )
+        try:
+            if case.prompt_tokens not in prompts:
+                prompts[case.prompt_tokens] = models.make_prompt(
+                    case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed
+                )
+            with allowed_sdpa_backends(self.spec.sdpa_backends):
+                sdpa = ",".join(enabled_sdpa_backends())
+                timing = engines.run_generation(
+                    loaded,
+                    backend,
+                    prompts[case.prompt_tokens],
+                    budget=case.budget,
+                    use_cache=case.use_cache,
+                    engine=self.spec.engine,
+                    instrument=self.spec.instrument,
+                    slowdown=self.injected_factor(case) or 1.0,
+                )
+            return timing, {**backend.memory(), "sdpa_backends": sdpa}
+        except Exception as exc:
+            self.record_errors([case], exc, remaining)
+        return None
+
+    def injected_factor(self, case: Case) -> float | None:
+        """Return the slowdown injected into ``case`` (``None`` in a run without one)."""
+        inject = self.spec.inject
+        return inject.factor_for(case.budget) if inject is not None else None
+
+    def trial_row(
+        self,
+        item: ScheduledTrial,
+        loaded: models.LoadedModel,
+        timing: engines.TrialTiming,
+        observed: dict[str, Any],
+    ) -> dict[str, Any]:
+        return {
+            **case_dict(item.case),
+            "run_id": self.state.run_id,
+            "session": self.session,
+            "device": self.device_names[item.case.backend],
+            "engine": self.spec.engine,
+            "trial": item.trial,
+            "order": self.order,
+            "warmup": item.warmup,
+            "latency_s": timing.latency_s,
+            "prefill_s": timing.prefill_s,
+            "decode_s": timing.decode_s,
+            "new_tokens": timing.new_tokens,
+            **observed,
+            "attn_implementation": loaded.attn_implementation,
+            "rss_bytes": rss_bytes(),
+            "instrumented": self.spec.instrument,
+            "process_id": process_id(),
+            "host": host_name(),
+            "injected_factor": self.injected_factor(item.case),
+        }
+
+    @staticmethod
+    def step_frame(item: ScheduledTrial, row: dict[str, Any], step_s: list[float]) -> pl.DataFrame:
+        """Build the ``steps`` rows of one instrumented trial."""
+        keys = ("run_id", "session", "device", "trial", "warmup")
+        constants = {**case_dict(item.case), **{k: row[k] for k in keys}}
+        return pl.DataFrame({"step": np.arange(len(step_s)), "step_s": step_s}).with_columns(
+            pl.lit(value).alias(name) for name, value in constants.items()
+        )
+
+    def write_trial(
+        self,
+        item: ScheduledTrial,
+        loaded: models.LoadedModel,
+        timing: engines.TrialTiming,
+        observed: dict[str, Any],
+    ) -> None:
+        row = self.trial_row(item, loaded, timing, observed)
+        with self.interrupts.deferred():
+            # Trial before steps: a kill between the two loses one trial's step times,
+            # whereas the other order would let a resume store them twice.
+            self.writer.write_trials([row])
+            if timing.step_s is not None:
+                self.writer.write_steps(self.step_frame(item, row, timing.step_s))
+        self.order += 1
+        if item.warmup:
+            self.outcome.warmups += 1
+        else:
+            self.outcome.measured += 1
+        self.emit(
+            {
+                "event": "trial",
+                "session": self.session,
+                "case": case_dict(item.case),
+                "trial": item.trial,
+                "warmup": item.warmup,
+                "latency_s": timing.latency_s,
+            }
+        )
+
+
+def _never_stop() -> str | None:
+    return None
+
+
+def run_session(
+    spec: SweepSpec,
+    writer: RunWriter,
+    session: int,
+    *,
+    emit: EventSink | None = None,
+    should_stop: Callable[[], str | None] = _never_stop,
+    interrupts: Interrupts | None = None,
+) -> SessionOutcome:
+    """Run what is left of ``session`` in this process, writing each trial as it ends.
+
+    ``should_stop`` is asked before each generation and each model load; a non-empty
+    answer (e.g. ``"deadline"``) ends the session cleanly and is returned in
+    :attr:`SessionOutcome.stopped`, except that ``"deadline"`` lets a case whose
+    warm-ups have begun run its first measured trial. KeyboardInterrupt propagates
+    after the last complete part is on disk.
+    """
+    state = RunState.read(writer)
+    plan = plan_session(spec, session, state)
+    guard = interrupts or Interrupts()
+    runner = _SessionRun(spec, writer, session, state, emit or ignore, should_stop, guard)
+    if interrupts is not None:
+        return runner.run(plan)
+    with guard:
+        return runner.run(plan)

@@ -1,0 +1,357 @@
+"""Boundaries to refine, read from a detection (and speedup) result, with their flank levels.
+
+Every significant boundary of the coarse grid becomes a :class:`Boundary`: the onset and
+the recovery of each anomaly of :func:`regimes.detect_regimes`, each significant change
+point that is not one of those, and the onset and recovery of each collapse of
+:func:`regimes.cache_speedup`. Its bracket is the pair of neighbouring grid budgets that
+the detection tells apart: ``low`` is on the boundary's left side (the last normal budget
+of an onset, the last anomalous one of a recovery), ``high`` on its right side.
+
+A probe in the bracket is decided between two levels on the log scale, each a straight
+line in ``log budget``:
+
+* the normal level: the detection's smooth trend (``baseline``; inside an anomaly the
+  trend of its flanks) through the two bracket budgets;
+* the anomalous level: the normal level times the mean ratio over trend of the (at most
+  three) anomalous grid budgets nearest the boundary: the anomaly's level next to the
+  boundary, not its average, which a ramped plateau would misstate;
+* for a change point, the mean level of each side's (at most three) nearest grid
+  budgets in its own segment, carried along the trend's local slope: a curve with
+  change points but no anomaly has no trend that follows its segments.
+
+The levels are estimates; their variance (from the grid cells they rest on) is carried
+into every probe's test (:class:`Boundary` ``line_var``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from regimes._refine.sprt import Noise
+
+__all__ = ["SIDE_CELLS", "Boundary", "Component", "Line", "boundaries_from", "curve_noise"]
+
+
+@dataclass(frozen=True)
+class Line:
+    """A level along ``log budget``: ``value`` at ``log(anchor)``, then ``slope``."""
+
+    anchor: float
+    value: float
+    slope: float
+
+    def at(self, budget: float) -> float:
+        """Return the level at ``budget``."""
+        return self.value + self.slope * (math.log(budget) - math.log(self.anchor))
+
+    def shifted(self, by: float) -> Line:
+        """Return the same line moved up by ``by`` (a log ratio)."""
+        return Line(self.anchor, self.value + by, self.slope)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One curve of a probe's statistic: its key, its sign and its noise."""
+
+    curve: tuple[Any, ...]
+    sign: float
+    noise: Noise
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A boundary between two neighbouring grid budgets, and the levels either side."""
+
+    source: str
+    group: dict[str, Any]
+    kind: str
+    low: int
+    high: int
+    components: tuple[Component, ...]
+    left: Line
+    right: Line
+    left_state: str
+    right_state: str
+    line_var: float = 0.0
+    """Variance of the levels themselves (estimated from the grid cells next to the
+    boundary), the larger of the two sides'."""
+
+    def levels(self, budget: int) -> tuple[float, float]:
+        """``(mu_left, mu_right)`` at ``budget``."""
+        return self.left.at(budget), self.right.at(budget)
+
+    def step(self) -> float:
+        """Return the log step between the two levels in the middle of the bracket."""
+        left, right = self.levels(int(round(0.5 * (self.low + self.high))))
+        return right - left
+
+
+def curve_noise(group_columns: list[str], groups: pl.DataFrame) -> dict[tuple[Any, ...], Noise]:
+    """Return the noise of every curve read from the detection's ``groups`` table.
+
+    The within-session and cell scales; the between-session scale of fresh processes
+    is left at 0 here: it is estimated from every cell measured in several sessions,
+    probes included, as they accumulate (:meth:`regimes._refine.design.Evidence.noise`).
+    """
+    out: dict[tuple[Any, ...], Noise] = {}
+    for row in groups.iter_rows(named=True):
+        key = tuple(row[c] for c in group_columns)
+        out[key] = Noise(
+            sigma_w=_finite(row.get("sigma_within")),
+            sigma_s=0.0,
+            tau=_finite(row.get("tau_between")),
+        )
+    return out
+
+
+def _finite(value: Any) -> float:
+    return float(value) if value is not None and math.isfinite(float(value)) else 0.0
+
+
+SIDE_CELLS = 3
+"""Most grid cells that set a side's level next to a boundary (the nearest ones)."""
+
+
+class _Found(NamedTuple):
+    """A bracketed boundary of one curve, before it is tied to its components."""
+
+    kind: str
+    low: int
+    high: int
+    left: Line
+    right: Line
+    states: tuple[str, str]
+    line_var: float
+
+
+@dataclass(frozen=True)
+class _CurveCells:
+    """One curve's grid cells.
+
+    Budgets, log trend, log ratio over it, level variance, segment, and whether the
+    detection flagged each cell anomalous.
+    """
+
+    budgets: np.ndarray
+    log_trend: np.ndarray
+    log_ratio: np.ndarray
+    var: np.ndarray
+    segment: np.ndarray
+    flagged: np.ndarray
+
+    def index(self, budget: int) -> int:
+        return int(np.searchsorted(self.budgets, budget))
+
+    def trend_line(self, i: int, j: int) -> Line:
+        """Return the trend through grid cells ``i`` and ``j`` (a line in log budget)."""
+        du = math.log(self.budgets[j]) - math.log(self.budgets[i])
+        slope = (self.log_trend[j] - self.log_trend[i]) / du
+        return Line(float(self.budgets[i]), float(self.log_trend[i]), float(slope))
+
+    def side_line(self, cells: list[int], anchor: int, slope: float) -> tuple[Line, float]:
+        """Return the mean level of ``cells`` carried along ``slope`` to cell ``anchor``."""
+        u = np.log(self.budgets.astype(float))
+        level = self.log_trend[cells] + self.log_ratio[cells] + slope * (u[anchor] - u[cells])
+        line = Line(float(self.budgets[anchor]), float(level.mean()), slope)
+        return line, float(self.var[cells].mean() / len(cells))
+
+
+def _cells_by_curve(
+    table: pl.DataFrame, columns: list[str], trend: str, value: str, variance: Any
+) -> dict[tuple[Any, ...], _CurveCells]:
+    """Per curve of ``table`` (a detection ``curve`` or a ``speedup`` table): its cells.
+
+    ``variance(key, part)`` gives the level variance of each of the curve's cells.
+    """
+    out = {}
+    for part in table.partition_by(columns, maintain_order=True) if columns else [table]:
+        part = part.sort("budget")
+        key = tuple(part.get_column(c)[0] for c in columns)
+        log_trend = np.log(part.get_column(trend).to_numpy())
+        segment = (
+            part.get_column("segment").to_numpy()
+            if "segment" in part.columns
+            else np.zeros(part.height, dtype=np.int64)
+        )
+        flagged = (
+            part.get_column("anomalous").to_numpy()
+            if "anomalous" in part.columns
+            else np.zeros(part.height, dtype=bool)
+        )
+        out[key] = _CurveCells(
+            part.get_column("budget").to_numpy(),
+            log_trend,
+            np.log(part.get_column(value).to_numpy()) - log_trend,
+            variance(key, part),
+            segment,
+            flagged,
+        )
+    return out
+
+
+def _interval_boundaries(
+    row: dict[str, Any], cells: _CurveCells, states: tuple[str, str]
+) -> tuple[list[_Found], list[str]]:
+    """Bracket the onset and recovery of one anomalous interval.
+
+    Each side's level is the mean of its (at most :data:`SIDE_CELLS`) cells nearest the
+    boundary, carried along the trend's local slope: inside the interval, and outside
+    it up to the next flagged cell. Also return the reasons for the boundaries that
+    have no bracket (at an end of the grid).
+    """
+    normal, odd = states
+    found, missing = [], []
+    i, j = cells.index(row["start"]), cells.index(row["end"])
+    if i == 0:
+        missing.append(f"the {odd} interval starting at {row['start']} starts the grid")
+    else:
+        outside = _unflagged(cells, range(i - 1, max(-1, i - 1 - SIDE_CELLS), -1))
+        inside = list(range(i, min(i + SIDE_CELLS, j + 1)))
+        found.append(_sides(cells, "onset", i - 1, outside, inside, states))
+    if row["recovered"] and j + 1 < cells.budgets.size:
+        inside = list(range(max(i, j - SIDE_CELLS + 1), j + 1))
+        outside = _unflagged(cells, range(j + 1, min(cells.budgets.size, j + 1 + SIDE_CELLS)))
+        found.append(_sides(cells, "recovery", j, inside, outside, (odd, normal)))
+    return found, missing
+
+
+def _unflagged(cells: _CurveCells, indices: range) -> list[int]:
+    """Return the leading cells of ``indices`` up to the first one flagged anomalous."""
+    out = []
+    for k in indices:
+        if cells.flagged[k]:
+            break
+        out.append(k)
+    return out
+
+
+def _sides(
+    cells: _CurveCells,
+    kind: str,
+    low: int,
+    left: list[int],
+    right: list[int],
+    states: tuple[str, str],
+) -> _Found:
+    """Bracket a boundary between cells ``low`` and ``low + 1`` from each side's cells."""
+    slope = cells.trend_line(low, low + 1).slope
+    left_line, left_var = cells.side_line(left, low, slope)
+    right_line, right_var = cells.side_line(right, low + 1, slope)
+    return _Found(
+        kind,
+        int(cells.budgets[low]),
+        int(cells.budgets[low + 1]),
+        left_line,
+        right_line,
+        states,
+        max(left_var, right_var),
+    )
+
+
+def _change_boundary(cells: _CurveCells, i: int) -> _Found:
+    """Bracket a change between cells ``i - 1`` and ``i``.
+
+    Each side's level is the mean of its segment's (at most :data:`SIDE_CELLS`) cells
+    nearest the change, carried along the trend's local slope.
+    """
+    same = cells.segment
+    left = [k for k in range(i - 1, max(-1, i - 1 - SIDE_CELLS), -1) if same[k] == same[i - 1]]
+    right = [k for k in range(i, min(same.size, i + SIDE_CELLS)) if same[k] == same[i]]
+    return _sides(cells, "change", i - 1, left, right, ("before", "after"))
+
+
+def boundaries_from(
+    report: Any, speedup: Any, noise: dict[tuple[Any, ...], Noise]
+) -> tuple[list[Boundary], list[dict[str, Any]]]:
+    """Find every boundary of ``report`` (and of ``speedup`` when given).
+
+    Also return the reasons for the ones that cannot be bracketed (rows with the group
+    columns and ``reason``).
+    """
+    columns = list(report.group_columns)
+
+    def variance(key: tuple[Any, ...], part: pl.DataFrame) -> np.ndarray:
+        counts = zip(part.get_column("n"), part.get_column("n_sessions"), strict=True)
+        return np.asarray([noise[key].level_variance(int(n), int(k)) for n, k in counts])
+
+    cells = _cells_by_curve(report.curve, columns, "baseline", "median", variance)
+    boundaries: list[Boundary] = []
+    untested: list[dict[str, Any]] = []
+    taken: set[tuple[tuple[Any, ...], int, int]] = set()
+    for row in report.anomalies.iter_rows(named=True):
+        key = tuple(row[c] for c in columns)
+        found, missing = _interval_boundaries(row, cells[key], ("normal", "anomalous"))
+        group = {c: row[c] for c in columns}
+        untested += [group | {"reason": reason} for reason in missing]
+        comps = (Component(key, 1.0, noise[key]),)
+        boundaries += [_boundary("latency", group, f, comps) for f in found]
+        taken.update((key, f.low, f.high) for f in found)
+    for row in report.change_points.filter(pl.col("significant")).iter_rows(named=True):
+        key = tuple(row[c] for c in columns)
+        if (key, row["x_before"], row["x_after"]) not in taken:
+            found_change = _change_boundary(cells[key], cells[key].index(row["x_after"]))
+            group = {c: row[c] for c in columns}
+            comps = (Component(key, 1.0, noise[key]),)
+            boundaries.append(_boundary("latency", group, found_change, comps))
+    if speedup is not None:
+        more, reasons = _speedup_boundaries(speedup, columns, noise)
+        boundaries += more
+        untested += reasons
+    return boundaries, untested
+
+
+def _boundary(
+    source: str, group: dict[str, Any], found: _Found, components: tuple[Component, ...]
+) -> Boundary:
+    return Boundary(
+        source, group, found.kind, found.low, found.high, components, found.left,
+        found.right, found.states[0], found.states[1], found.line_var,
+    )  # fmt: skip
+
+
+def _speedup_boundaries(
+    speedup: Any, group_columns: list[str], noise: dict[tuple[Any, ...], Noise]
+) -> tuple[list[Boundary], list[dict[str, Any]]]:
+    """Find the onset and recovery of each speedup collapse.
+
+    The statistic is cache-off level minus cache-on level, so its components are the
+    two curves with signs +1 and -1.
+    """
+    columns = list(speedup.group_columns)
+
+    def curves(key: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        group = dict(zip(columns, key, strict=True))
+        return [
+            tuple((cache if c == "use_cache" else group[c]) for c in group_columns)
+            for cache in (False, True)
+        ]
+
+    def variance(key: tuple[Any, ...], part: pl.DataFrame) -> np.ndarray:
+        off, on = curves(key)
+        if off not in noise or on not in noise:
+            return np.full(part.height, np.nan)
+        counts = zip(part.get_column("off_n"), part.get_column("on_n"), strict=True)
+        return np.asarray(
+            [noise[off].level_variance(a, 1) + noise[on].level_variance(b, 1) for a, b in counts]
+        )
+
+    cells = _cells_by_curve(speedup.speedup, columns, "trend", "speedup", variance)
+    boundaries: list[Boundary] = []
+    untested: list[dict[str, Any]] = []
+    for row in speedup.collapses.iter_rows(named=True):
+        key = tuple(row[c] for c in columns)
+        group = {c: row[c] for c in columns}
+        off, on = curves(key)
+        if off not in noise or on not in noise:
+            untested.append(group | {"reason": "no detection of one cache setting's curve"})
+            continue
+        found, missing = _interval_boundaries(row, cells[key], ("normal", "collapsed"))
+        untested += [group | {"reason": reason} for reason in missing]
+        comps = (Component(off, 1.0, noise[off]), Component(on, -1.0, noise[on]))
+        boundaries += [_boundary("speedup", group, f, comps) for f in found]
+    return boundaries, untested

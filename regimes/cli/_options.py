@@ -1,0 +1,116 @@
+"""Options shared by the analysis commands, and their one-line argument errors.
+
+Each type function turns a command-line string into the value the library takes, with
+the library's own check (:mod:`regimes.data.schema`), so that a bad value is refused by
+the parser in the same words the Python API would use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from regimes.data.schema import RegimesInputError, check_seed
+
+X_CHOICES = ("budget", "total_tokens")
+Y_CHOICES = ("latency_s", "decode_s", "prefill_s")
+DETECT_OPTIONS = ("alpha", "min_ratio", "direction", "n_boot", "seed")
+"""Detection options the commands pass on only when given (the others keep defaults)."""
+
+
+def add_detection_options(parser: argparse.ArgumentParser) -> None:
+    """Add RUN and the detection options common to ``analyze`` and ``report``."""
+    parser.add_argument(
+        "run", type=Path, metavar="RUN", help="a run directory, or a .parquet / .csv trial table"
+    )
+    parser.add_argument(
+        "--x",
+        choices=X_CHOICES,
+        default="budget",
+        help="the axis along which latency is followed (default: budget)",
+    )
+    parser.add_argument(
+        "--y",
+        choices=Y_CHOICES,
+        default="latency_s",
+        help="the time analysed (default: latency_s)",
+    )
+    parser.add_argument(
+        "--by",
+        type=column_list,
+        default=None,
+        metavar="COL[,COL...]",
+        help="group by these columns instead of the case columns present",
+    )
+    parser.add_argument(
+        "--alpha", type=probability, default=None, help="false discovery rate of anomalies"
+    )
+    parser.add_argument(
+        "--min-ratio",
+        type=at_least_one,
+        default=None,
+        help="smallest level ratio over the trend that counts as an anomaly",
+    )
+    parser.add_argument(
+        "--direction",
+        choices=("up", "down", "both"),
+        default=None,
+        help="report slowdowns (up, the default), speedups (down) or both",
+    )
+    parser.add_argument(
+        "--n-boot", type=whole_number, default=None, help="bootstrap resamples (default 2000)"
+    )
+    parser.add_argument("--seed", type=seed, default=None, help="random seed, >= 0 (default 0)")
+
+
+def detect_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Return the detection options given on the command line."""
+    return {name: getattr(args, name) for name in DETECT_OPTIONS if getattr(args, name) is not None}
+
+
+def column_list(text: str) -> list[str]:
+    """Parse ``COL[,COL...]``."""
+    columns = [c.strip() for c in text.split(",") if c.strip()]
+    if not columns:
+        raise argparse.ArgumentTypeError("expected one or more column names, comma separated")
+    return columns
+
+
+def probability(text: str) -> float:
+    """Parse a number strictly between 0 and 1."""
+    value = _number(text, float)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
+    return value
+
+
+def at_least_one(text: str) -> float:
+    """Parse a ratio of at least 1."""
+    value = _number(text, float)
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (a ratio over the trend), got {text}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    """Parse a whole number (its bounds are checked by the analysis)."""
+    return int(_number(text, int))
+
+
+def seed(text: str) -> int:
+    """Parse a random seed: a whole number >= 0."""
+    value = int(_number(text, int))
+    try:
+        check_seed(value)
+    except RegimesInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _number(text: str, kind: type) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        word = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {word}, got {text!r}") from None

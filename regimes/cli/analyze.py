@@ -1,0 +1,114 @@
+"""``regimes analyze``: detect where latency leaves its trend, and print or save it.
+
+Prints the headlines and the summary (or the anomalies as JSON or CSV, for scripts);
+with ``-o`` also writes the anomalies, change points and curve tables. Problems the
+user can fix raise :class:`~regimes.errors.RegimesInputError`, which
+:func:`regimes.cli.main` prints as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from regimes.cli._options import add_detection_options, detect_options
+from regimes.data.schema import RegimesInputError
+
+__all__ = ["register", "run_analyze"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``analyze`` to the ``regimes`` command's subparsers."""
+    analyze = subparsers.add_parser(
+        "analyze",
+        help="find where latency leaves its smooth trend",
+        description="Detect anomalous budget intervals and change points in a run and "
+        "print the summary; with -o, also write the result tables.",
+    )
+    add_detection_options(analyze)
+    analyze.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="stdout: the readable summary (table) or the anomalies as "
+        "JSON records or CSV (default: table)",
+    )
+    analyze.add_argument(
+        "-o",
+        "--outdir",
+        type=Path,
+        default=None,
+        help="write anomalies, change_points and curve tables here",
+    )
+    analyze.add_argument(
+        "--save-as",
+        choices=("csv", "parquet"),
+        default="csv",
+        help="file format of the tables written to OUTDIR (default: csv)",
+    )
+    analyze.set_defaults(handler=run_analyze)
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    """Run ``regimes analyze``; return the exit status."""
+    from regimes.data.io import read_run
+    from regimes.detect import detect_regimes
+    from regimes.viz.html import headlines, result_summary
+
+    run = read_run(args.run)
+    result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **detect_options(args))
+    anomalies = flat(result.anomalies)
+    if args.format == "json":
+        sys.stdout.write(anomalies.write_json() + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(anomalies.write_csv())
+    else:
+        print("\n".join(headlines(result)))
+        print()
+        print(result_summary(result))
+    if args.outdir is not None:
+        written = _write_tables(result, args.outdir, args.save_as)
+        # Keep stdout machine-readable in json/csv mode.
+        stream = sys.stdout if args.format == "table" else sys.stderr
+        for path in written:
+            print(f"wrote {path}", file=stream)
+    return 0
+
+
+def flat(frame: pl.DataFrame) -> pl.DataFrame:
+    """Return ``frame`` with nested columns as JSON text and NaN as null (CSV and JSON)."""
+    nested = [c for c, t in frame.schema.items() if t.is_nested() or t == pl.Object]
+    floats = [c for c, t in frame.schema.items() if t.is_float()]
+    return frame.with_columns(
+        [
+            pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
+            for c in nested
+        ]
+        + [pl.col(c).fill_nan(None) for c in floats]
+    )
+
+
+def _write_tables(result: Any, outdir: Path, fmt: str) -> list[Path]:
+    tables = {
+        "anomalies": result.anomalies,
+        "change_points": result.change_points,
+        "curve": result.curve,
+    }
+    written = []
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        for name, frame in tables.items():
+            path = outdir / f"{name}.{fmt}"
+            if fmt == "parquet":
+                frame.write_parquet(path)
+            else:
+                flat(frame).write_csv(path)
+            written.append(path)
+    except OSError as exc:
+        raise RegimesInputError(f"cannot write tables to {str(outdir)!r}: {exc.strerror}") from None
+    return written

@@ -1,0 +1,117 @@
+"""The ``regimes compare`` subcommand: two runs, which regimes changed, and the shift.
+
+``regimes compare BASE NEW`` prints the summary of :func:`regimes.compare_runs` (or its
+result as JSON, or the ``changes`` table as CSV, for scripts) and with ``-o`` writes
+every table of the result to a folder. Problems the user can fix raise
+:class:`RegimesInputError`, which :mod:`regimes.cli` prints as one line with exit
+status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from regimes.cli._options import at_least_one, column_list, probability, seed, whole_number
+from regimes.cli.analyze import flat
+from regimes.errors import RegimesInputError
+
+__all__ = ["register", "run_compare"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``compare`` to the ``regimes`` command's subparsers."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="which regimes appeared, vanished or changed between two runs",
+        description="Compare two runs of a sweep (a torch or OS upgrade, another machine, "
+        "another day): each regime of either run with its status, the new run's latency "
+        "over the base's as one shift and per budget, and the environment difference.",
+    )
+    parser.add_argument(
+        "base", type=Path, metavar="BASE", help="the base run: a run directory or trial file"
+    )
+    parser.add_argument("new", type=Path, metavar="NEW", help="the new run, likewise")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="stdout: the readable summary (table), the whole result as JSON, or the "
+        "changes table as CSV (default: table)",
+    )
+    parser.add_argument(
+        "-o", "--outdir", type=Path, default=None, help="write every result table here (CSV)"
+    )
+    parser.add_argument(
+        "--x",
+        choices=("budget", "total_tokens"),
+        default="budget",
+        help="the axis along which latency is followed (default: budget)",
+    )
+    parser.add_argument(
+        "--y",
+        choices=("latency_s", "decode_s", "prefill_s"),
+        default="latency_s",
+        help="the time compared (default: latency_s)",
+    )
+    parser.add_argument(
+        "--by",
+        type=column_list,
+        default=None,
+        metavar="COL[,COL...]",
+        help="match curves on these columns instead of the case columns both runs have",
+    )
+    parser.add_argument("--alpha", type=probability, default=0.05, help="false discovery rate")
+    parser.add_argument(
+        "--min-ratio", type=at_least_one, default=1.25, help="smallest ratio over trend"
+    )
+    parser.add_argument("--n-boot", type=whole_number, default=2000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0")
+    parser.set_defaults(handler=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Run ``regimes compare``; return the exit status."""
+    from regimes.compare import compare_runs
+
+    result = compare_runs(
+        args.base,
+        args.new,
+        by=args.by,
+        x=args.x,
+        y=args.y,
+        alpha=args.alpha,
+        min_ratio=args.min_ratio,
+        n_boot=args.n_boot,
+        seed=args.seed,
+    )
+    if args.format == "json":
+        sys.stdout.write(result.to_json() + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(flat(result.changes).write_csv())
+    else:
+        print(result.summary())
+    if args.outdir is not None:
+        # keep stdout machine-readable in json/csv mode
+        stream = sys.stdout if args.format == "table" else sys.stderr
+        for path in _write(result, args.outdir):
+            print(f"wrote {path}", file=stream)
+    return 0
+
+
+def _write(result: Any, outdir: Path) -> list[Path]:
+    written = []
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        for name, frame in {**result.tables, "untested": result.untested}.items():
+            path = outdir / f"{name}.csv"
+            flat(frame).write_csv(path)
+            written.append(path)
+        summary = outdir / "summary.txt"
+        summary.write_text(result.summary() + "\n")
+        written.append(summary)
+    except OSError as exc:
+        raise RegimesInputError(f"cannot write tables to {str(outdir)!r}: {exc.strerror}") from None
+    return written

@@ -1,0 +1,111 @@
+"""The ``regimes refine`` subcommand: each boundary of a run to the exact token.
+
+It reads the run, detects its boundaries on the spec's grid and probes budgets inside
+each bracket in fresh sessions of the run's own spec, appending the new trials to the
+run (:func:`regimes.refine_boundaries`; collecting needs the collectors and torch, which
+are imported only when there is something to probe). Rerunning continues from what is
+on disk. ``--format json`` prints one object per boundary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from regimes.cli._options import at_least_one, probability, seed, whole_number
+
+__all__ = ["register", "run_refine"]
+
+_JSON_FIRST = ("kind", "low", "high", "resolved", "generations", "tokens", "new_generations")
+
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, the shell convention (as ``regimes collect``)."""
+
+
+def register(subparsers: Any) -> None:
+    """Add ``refine`` to the ``regimes`` command's subparsers."""
+    parser = subparsers.add_parser(
+        "refine",
+        help="bracket each regime boundary to the exact token by probing",
+        description="Detect the run's boundaries on its grid, then probe budgets inside "
+        "each bracket (fresh sessions of the run's spec, appended to the run) until it "
+        "is RESOLUTION tokens wide or the allowance runs out. Rerunning continues.",
+    )
+    parser.add_argument("run", type=Path, metavar="RUN", help="a run directory")
+    parser.add_argument(
+        "--resolution", type=whole_number, default=1, help="bracket width to reach (default 1)"
+    )
+    parser.add_argument(
+        "--max-generations",
+        type=whole_number,
+        default=None,
+        help="most generations (warm-ups included) to run",
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="start no new round after this time"
+    )
+    parser.add_argument(
+        "--error-rate",
+        type=probability,
+        default=0.01,
+        help="each probe's error rates of the sequential test (default 0.01)",
+    )
+    parser.add_argument(
+        "--max-trials", type=whole_number, default=24, help="cap on a probe's trials (default 24)"
+    )
+    parser.add_argument(
+        "--min-sessions",
+        type=whole_number,
+        default=2,
+        help="fewest fresh sessions a probe's decision rests on (default 2)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="stdout: the readable summary (table) or one JSON object per boundary",
+    )
+    parser.add_argument("--alpha", type=probability, default=0.05, help="the grid detection's FDR")
+    parser.add_argument(
+        "--min-ratio", type=at_least_one, default=1.25, help="the grid detection's min_ratio"
+    )
+    parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0 (default 0)")
+    parser.set_defaults(handler=run_refine)
+
+
+def run_refine(args: argparse.Namespace) -> int:
+    """Handle ``regimes refine``."""
+    from regimes.refine import refine_boundaries
+
+    try:
+        result = refine_boundaries(
+            args.run,
+            resolution=args.resolution,
+            max_generations=args.max_generations,
+            max_seconds=args.max_seconds,
+            error_rate=args.error_rate,
+            max_trials=args.max_trials,
+            min_sessions=args.min_sessions,
+            alpha=args.alpha,
+            min_ratio=args.min_ratio,
+            seed=args.seed,
+        )
+    except KeyboardInterrupt:
+        print(
+            "regimes refine: interrupted; every finished trial is in the run: rerun the "
+            "same command to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if args.format == "json":
+        records = []
+        for row in result.boundaries.iter_rows(named=True):
+            first = {key: row[key] for key in _JSON_FIRST}
+            records.append(first | {k: v for k, v in row.items() if k not in first})
+        sys.stdout.write(json.dumps(records, default=str) + "\n")
+    else:
+        print(result.summary())
+    return 0

@@ -1,0 +1,227 @@
+"""The findings of a run in plain sentences, with their numbers.
+
+A finding names its group (when there are several), the quantity, the interval, the
+ratio over the smooth trend with its CI, the q value, and what happens after the
+interval: ``latency at budgets 512..624 is 10.8x its trend (95% CI 10.0-11.6),
+q = 4e-24, and recovers at 640``. The explanations add one sentence per anomaly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from regimes.viz import _style as style
+from regimes.viz._frames import GROUP_FIELD, group_labels, optional_frame, report_axes, sig3
+
+_PLURAL = {"budget": "budgets", "total_tokens": "total lengths"}
+
+
+def labelled(
+    frame: pl.DataFrame | None, group_columns: Sequence[str], labels: pl.DataFrame
+) -> pl.DataFrame:
+    """``frame`` with the chart's group label of each row (labels from the full curve)."""
+    if frame is None or frame.height == 0:
+        return pl.DataFrame(
+            {GROUP_FIELD: [], "ratio": []},
+            schema={GROUP_FIELD: pl.String, "ratio": pl.Float64},
+        )
+    keys = [c for c in group_columns if c in frame.columns]
+    if not keys:
+        return frame.with_columns(pl.lit("all").alias(GROUP_FIELD))
+    return frame.join(labels.select([*keys, GROUP_FIELD]), on=keys, how="left", nulls_equal=True)
+
+
+def span(row: dict[str, Any], x: str, *, plural: bool = True) -> str:
+    """``budgets 512..624`` or ``budget 512``."""
+    if row["start"] == row["end"]:
+        return f"{x.replace('_', ' ')} {row['start']}"
+    word = _PLURAL.get(x, x) if plural else x
+    return f"{word} {row['start']}..{row['end']}"
+
+
+def _ci(row: dict[str, Any], low: str = "ratio_low", high: str = "ratio_high") -> str:
+    return f"{sig3(row[low])}-{sig3(row[high])}"
+
+
+def _q(row: dict[str, Any]) -> str:
+    q = row.get("q_value")
+    if q is None:
+        return ""
+    # A q value that underflowed to 0 is smaller than any double can say.
+    return ", q < 1e-300" if q == 0 else f", q = {q:.1g}"
+
+
+def _after(curve: pl.DataFrame, group_columns: Sequence[str], x: str) -> Callable[..., str]:
+    """Say what follows an interval: where it recovers, or that it stays up."""
+
+    def describe(row: dict[str, Any]) -> str:
+        mine = curve.filter(
+            pl.all_horizontal([pl.col(c).eq_missing(row[c]) for c in group_columns if c in row])
+        )
+        later = mine.filter(pl.col(x) > row["end"])[x]
+        if row.get("recovered") is False:
+            return ", and stays there to the end of the grid"
+        if later.len() and row.get("recovered"):
+            return f", and recovers at {later.min()!s}"
+        return ""
+
+    return describe
+
+
+def anomaly_findings(regimes: Any) -> list[str]:
+    """One sentence per anomaly of a detection result (none: one sentence saying so)."""
+    x, y, group_columns = report_axes(regimes)
+    curve = regimes.curve
+    labels = group_labels(curve, group_columns)[0]
+    several = labels.height > 1
+    level = style.level_text(regimes)
+    after = _after(curve, group_columns, x)
+    found = labelled(optional_frame(regimes, "anomalies"), group_columns, labels)
+    lines = [
+        (f"{row[GROUP_FIELD]}: " if several else "")
+        + f"{style.quantity(y)} at {span(row, x)} is {sig3(row['ratio'])}x its trend "
+        f"({level} CI {_ci(row)}){_q(row)}{after(row)}"
+        for row in found.iter_rows(named=True)
+    ]
+    if lines:
+        return lines
+    params = getattr(regimes, "params", None) or {}
+    return [
+        f"{style.quantity(y).capitalize()} follows its smooth trend in every group "
+        f"({labels.height}): no interval of {_PLURAL.get(x, x)} leaves it by "
+        f"x{params.get('min_ratio', '?')} or more at a false discovery rate of "
+        f"{params.get('alpha', '?')}."
+    ]
+
+
+def collapse_findings(speedup: Any, x: str) -> list[str]:
+    """One sentence per significant collapse of the KV-cache speedup."""
+    collapses = optional_frame(speedup, "collapses")
+    if collapses is None:
+        return []
+    speed = speedup.speedup
+    keys = [c for c in getattr(speedup, "group_columns", []) if c in collapses.columns]
+    labels = group_labels(speed, keys)[0]
+    several = labels.height > 1
+    level = style.level_text(speedup)
+    return [
+        (f"{row[GROUP_FIELD]}: " if several else "")
+        + f"the KV-cache speedup at {span(row, x)} is {sig3(row['ratio'])}x its trend "
+        f"({level} CI {_ci(row)}){_q(row)}"
+        for row in labelled(collapses, keys, labels).iter_rows(named=True)
+    ]
+
+
+def _where(row: dict[str, Any], group_columns: Sequence[str], x: str = "budget") -> str:
+    """``mps · cache on at budgets 512..624``: the group by its chart label when known."""
+    keys = row.get(GROUP_FIELD) or " · ".join(
+        str(row[c]) for c in group_columns if row.get(c) is not None
+    )
+    return f"{keys + ' ' if keys else ''}at {span(row, x)}"
+
+
+def _phase_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
+    excess = (
+        f"decode {row['decode_excess_s']:+.3g} s and prefill {row['prefill_excess_s']:+.3g} s "
+        f"per trial over trend"
+    )
+    if row.get("decode_share") is None:
+        return f"{_where(row, group_columns)}: {excess}; {row.get('decode_share_note')}."
+    return (
+        f"{_where(row, group_columns)}: decode carries {100 * row['decode_share']:.0f}% of the "
+        f"excess (CI {100 * row['decode_share_low']:.0f}-{100 * row['decode_share_high']:.0f}%): "
+        f"{excess}."
+    )
+
+
+def _backend_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
+    where = f"{_where(row, group_columns)} against {row['other_backend']}"
+    if row.get("note") is not None:
+        return f"{where}: not compared ({row['note']})."
+    verdict = "specific to its backend" if row.get("specific") else "not shown to be specific"
+    return (
+        f"{where}: x{row['ratio']:.3g} over trend on its backend, "
+        f"x{row['other_ratio']:.3g} ({_ci(row, 'other_low', 'other_high')}) on "
+        f"{row['other_backend']}; ratio of ratios x{row['ratio_of_ratios']:.3g}{_q(row)}: "
+        f"{verdict}."
+    )
+
+
+def _memory_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
+    return (
+        f"{_where(row, group_columns)}: x{row['ratio']:.3g} over trend, "
+        f"x{row['adjusted_ratio']:.3g} ({_ci(row, 'adjusted_low', 'adjusted_high')}) with "
+        f"memory held fixed{_q(row)}: {row['verdict']}."
+    )
+
+
+def _alignment_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
+    keys = " · ".join(str(row[c]) for c in group_columns if row.get(c) is not None)
+    return (
+        f"{keys + ': ' if keys else ''}the {row['boundary']} follows {row['follows']} "
+        f"(spread across prompts: {row['budget_spread']} in budget, "
+        f"{row['total_spread']} in total tokens)."
+    )
+
+
+_EXPLAINED: tuple[tuple[str, Callable[[dict[str, Any], Sequence[str]], str]], ...] = (
+    ("phases", _phase_sentence),
+    ("comparisons", _backend_sentence),
+    ("effects", _memory_sentence),
+    ("boundaries", _alignment_sentence),
+)
+
+
+def explanation_findings(result: Any, labels: pl.DataFrame | None = None) -> list[str]:
+    """One sentence per row of an explanation's main table.
+
+    ``labels`` (from :func:`group_labels` of the detection) names each group as the
+    charts do; without them a group is named by all its key values.
+    """
+    group_columns: list[str] = list(
+        getattr(result, "group_columns", None) or getattr(result, "case_columns", None) or ()
+    )
+    for table, sentence in _EXPLAINED:
+        frame = optional_frame(result, table)
+        if isinstance(getattr(result, table, None), pl.DataFrame):
+            if frame is not None and labels is not None and table != "boundaries":
+                frame = labelled(frame, group_columns, labels)
+            rows = [] if frame is None else list(frame.iter_rows(named=True))
+            return [sentence(row, group_columns) for row in rows]
+    return []
+
+
+def comparison_findings(comparison: Any) -> list[str]:
+    """One sentence per regime's status between two runs, and per significant shift."""
+    keys = list(comparison.group_columns)
+    labels = group_labels(comparison.shift.select(keys), keys)[0] if keys else None
+    several = labels is not None and labels.height > 1
+    x = comparison.x
+
+    def named(frame: pl.DataFrame) -> pl.DataFrame:
+        if labels is None:
+            return frame.with_columns(pl.lit("all").alias(GROUP_FIELD))
+        return labelled(frame, keys, labels)
+
+    lines = [
+        (f"{row[GROUP_FIELD]}: " if several else "")
+        + f"the regime at {span(row, x)} {row['status']} in the new run"
+        + (
+            f": new over base x{sig3(row['ratio_of_ratios'])} "
+            f"({style.level_text(comparison)} CI {_ci(row)}){_q(row)}"
+            if row.get("ratio_of_ratios") is not None
+            else ""
+        )
+        for row in named(comparison.changes).iter_rows(named=True)
+    ]
+    for row in named(comparison.shift).iter_rows(named=True):
+        if row.get("change") in ("slower", "faster"):
+            lines.append(
+                (f"{row[GROUP_FIELD]}: " if several else "")
+                + f"outside its regimes the new run is x{sig3(row['shift'])} the base "
+                f"({row['change']}; CI {_ci(row, 'shift_low', 'shift_high')}){_q(row)}"
+            )
+    return lines

@@ -1,0 +1,131 @@
+"""Writing charts to files, offline (vl-convert: no browser, no network)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import altair as alt
+
+from regimes.errors import RegimesInputError
+
+_WRITERS = (".html", ".png", ".svg", ".json")
+
+
+def vegalite_version() -> str | None:
+    """Return the Vega-Lite version Altair writes, as vl-convert names it (``"6.4"``).
+
+    Returns
+    -------
+    str or None
+        ``None`` when the installed vl-convert does not ship that version, in which
+        case vl-convert uses its newest one.
+    """
+    import vl_convert as vlc
+
+    wanted = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
+    return wanted if wanted in vlc.get_vegalite_versions() else None
+
+
+def save(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 2.0) -> Path:
+    """Write a chart by the suffix of ``path``: ``.html``, ``.png``, ``.svg`` or ``.json``.
+
+    Everything happens offline: vl-convert renders PNG and SVG without a browser,
+    and the HTML inlines the Vega, Vega-Lite and vega-embed libraries, so it opens
+    with no network.
+
+    Parameters
+    ----------
+    chart : altair.TopLevelMixin
+        Any Altair chart.
+    path : str or pathlib.Path
+        The file to write; its parent folders are created.
+    scale : float, default 2.0
+        Multiplies the PNG resolution.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    RegimesInputError
+        For another suffix, or when the file cannot be written.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, regimes
+    >>> trials = regimes.simulate_sweep(1, trials=3, seed=0).trials
+    >>> chart = regimes.plot.latency_chart(regimes.detect_regimes(trials, n_boot=200))
+    >>> out = regimes.plot.save(chart, pathlib.Path(tempfile.mkdtemp()) / "latency.svg")
+    >>> out.read_text().lstrip().startswith("<svg")
+    True
+    """
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in _WRITERS:
+        raise RegimesInputError(
+            f"cannot save a chart as {target.name!r}: use one of {sorted(_WRITERS)}"
+        )
+    payload = _render(chart.to_dict(), suffix, scale)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(payload, bytes):
+            target.write_bytes(payload)
+        else:
+            target.write_text(payload, encoding="utf-8")
+    except OSError as exc:
+        raise RegimesInputError(f"cannot write {str(target)!r}: {exc.strerror}") from None
+    return target
+
+
+def _render(spec: dict, suffix: str, scale: float) -> bytes | str:
+    import vl_convert as vlc
+
+    version = vegalite_version()
+    if suffix == ".png":
+        return bytes(vlc.vegalite_to_png(spec, vl_version=version, scale=scale))
+    if suffix == ".svg":
+        return str(vlc.vegalite_to_svg(spec, vl_version=version))
+    if suffix == ".html":
+        return str(vlc.vegalite_to_html(spec, vl_version=version, bundle=True))
+    return json.dumps(spec, indent=1)
+
+
+_RENDERER = "regimes"
+
+
+def _vegalite_and_png(spec: dict, **metadata: object) -> dict[str, object]:
+    """Return a notebook output of both kinds: the interactive spec and a PNG copy."""
+    import base64
+
+    import vl_convert as vlc
+
+    major = alt.SCHEMA_VERSION.lstrip("v").split(".", 1)[0]
+    png = vlc.vegalite_to_png(spec, vl_version=vegalite_version(), scale=1.0)
+    return {
+        f"application/vnd.vegalite.v{major}+json": spec,
+        "image/png": base64.b64encode(png).decode("ascii"),
+        "text/plain": f"<{spec.get('description', 'a regimes chart')}>",
+    }
+
+
+def enable_notebook() -> None:
+    """Show charts in notebooks as Vega-Lite, with a PNG copy for viewers without it.
+
+    Jupyter and VS Code draw the interactive chart (tooltips, brush, group menu); a
+    viewer that cannot run Vega-Lite, such as GitHub's notebook preview, shows the
+    PNG. The PNG is rendered offline by vl-convert when the chart is displayed.
+
+    Examples
+    --------
+    >>> import altair as alt, regimes
+    >>> regimes.plot.enable_notebook()
+    >>> alt.renderers.active
+    'regimes'
+    >>> _ = alt.renderers.enable("default")
+    """
+    if _RENDERER not in alt.renderers.names():
+        alt.renderers.register(_RENDERER, _vegalite_and_png)
+    alt.renderers.enable(_RENDERER)

@@ -1,0 +1,38 @@
+"""The documentation pages hold what they claim: runnable examples, the real schema."""
+
+from __future__ import annotations
+
+import doctest
+import re
+from pathlib import Path
+
+import pytest
+
+import regimes
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+
+
+def _examples(page: Path) -> doctest.DocTest:
+    return doctest.DocTestParser().get_doctest(page.read_text(), {}, page.name, str(page), 0)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_examples_run(page, run_doctests):
+    run_doctests([_examples(page)])
+
+
+def test_the_home_page_has_examples():
+    assert len(_examples(DOCS / "index.md").examples) >= 4
+
+
+def test_data_page_lists_every_trial_column_with_its_type():
+    rows = re.findall(r"^\| \**`(\w+)`\** \| (\w+) \|", (DOCS / "data.md").read_text(), re.M)
+    documented = dict(rows)
+    assert documented == {name: str(dtype) for name, dtype in regimes.TRIAL_SCHEMA.items()}
+
+
+def test_data_page_marks_the_required_columns():
+    required = re.findall(r"^\| \*\*`(\w+)`\*\* \|", (DOCS / "data.md").read_text(), re.M)
+    assert set(required) == set(regimes.data.schema.REQUIRED_COLUMNS)
