@@ -7,17 +7,19 @@ precision-weighted mean of its residuals :math:`\\ell_t - G_t`. What is *normal*
 decided once per curve, from those levels, before anything is tested:
 
 * **reference.** A curve starts normal, and a step or a down-step departs from it: the
-  first segment sets the reference when it (with the other segments at its level) holds
-  more than :data:`EDGE_CELLS` cells. A level known no better than half the threshold (a
-  cell or two at an end, where the trend is extrapolated) is close to anything, so it
-  never sets or supports the reference, it only joins it. A shorter start may itself be
-  a spike or a dip at the first budgets. Then, when the curve also ends in a short
-  segment and the two ends (with the segments close to either) share one level along one
-  smooth trend fitted to them alone, they are the reference (a long anomaly between two
-  short normal stretches); otherwise the level shared by most cells is, unless the first
-  level leaves fewer runs of departing segments (a spike right after a short normal
-  start, then a step). The reference level is the precision-weighted mean of its
-  segments' levels.
+  start (the leading segments all at one level, their precision-weighted mean) sets
+  the reference when the segments at its level hold more than :data:`EDGE_CELLS`
+  cells. A level known no better than the threshold (a cell or two at an end, where
+  the trend is extrapolated) is close to anything, so it never supports a level, it
+  only joins it. A shorter start may itself be a spike or a dip at the first budgets.
+  Then, when the curve also ends in a short segment and the two ends (with the
+  segments close to either) share one level along one smooth trend fitted to them
+  alone, they are the reference (a long anomaly between two short normal stretches);
+  otherwise the level shared by most cells is, unless the start leaves fewer runs of
+  departing segments, or as many that cross the reference less often (a spike right
+  after a short normal start, then a step: read from the step's level, the start would
+  be a dip running straight into a spike). The reference level is the
+  precision-weighted mean of its segments' levels.
 * **normal.** A segment is normal when its level is close to the reference: within
   ``log(min_ratio)``, or within two standard errors. Normal cells set every trend an
   interval is judged against; a dip next door is never a flank.
@@ -37,7 +39,7 @@ each side (of the enclosing regime's own cells for a nested one). The interval t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -176,20 +178,35 @@ def _one_level(est: CurveEstimates, members: list[int], edges: np.ndarray) -> bo
     return bool(stats.chi2.sf(max(one - free, 0.0), m - 1) > _ONE_LEVEL_P)
 
 
-def _departures(close: Callable[[int, int], bool], k: int, anchor: int) -> int:
-    """How many runs of segments would depart from the level of segment ``anchor``.
+def _departures(levels: _Levels, anchor: list[int], threshold: float) -> tuple[int, int]:
+    """How many runs of segments would depart from the level of the ``anchor`` segments.
 
-    Neighbouring departing segments at one level count once.
+    Neighbouring departing segments at one level count once. Second, how many times
+    neighbouring departing segments cross the anchor's level without touching it (a
+    dip straight into a spike): of two readings with as many departures, the one whose
+    departures stay on one side at a time is the simpler.
     """
-    runs, previous = 0, None
-    for j in range(k):
-        if close(anchor, j):
+    runs, crossings, previous, side = 0, 0, None, 0.0
+    for j in range(levels.level.size):
+        gap, se = levels.departure(j, anchor)
+        if _close(gap, 0.0, se, threshold):
             previous = None
             continue
-        if previous is None or not close(previous, j):
+        if previous is None or not levels.close(previous, j, threshold):
             runs += 1
-        previous = j
-    return runs
+        crossings += previous is not None and gap * side < 0
+        previous, side = j, gap
+    return runs, crossings
+
+
+def _start(levels: _Levels, threshold: float) -> list[int]:
+    """Return the leading segments that are all at one level: where the curve starts."""
+    start = [0]
+    while len(start) < levels.level.size and all(
+        levels.close(i, len(start), threshold) for i in start
+    ):
+        start.append(len(start))
+    return start
 
 
 def _reference(
@@ -197,32 +214,35 @@ def _reference(
 ) -> list[int]:
     """Return the reference segments (see the module docstring)."""
     k = levels.level.size
-    sizes = np.diff(edges)
-    se = np.sqrt(np.diag(levels.cov))
-    # a level known no better than half the threshold (one cell at an end, where the
-    # trend is extrapolated) is close to anything: it may join a level, not set one
-    precise = [int(j) for j in np.flatnonzero(se < 0.5 * max(threshold, 0.1))] or list(range(k))
-
-    def close(i: int, j: int) -> bool:
-        return levels.close(i, j, threshold)
-
-    def support(i: int) -> int:
-        return sum(int(sizes[j]) for j in precise if close(i, j))
-
     if k == 1:
         return [0]
-    ends = sorted({j for j in range(k) if close(j, 0) or close(j, k - 1)})
-    if 0 in precise and support(0) > EDGE_CELLS:
-        return [j for j in range(k) if close(0, j)]
+    sizes = np.diff(edges)
+    se = np.sqrt(np.diag(levels.cov))
+    # a level known no better than the threshold (one cell at an end, where the trend
+    # is extrapolated) is close to anything: it may join a level, not support one
+    precise = [int(j) for j in np.flatnonzero(se < max(threshold, 0.1))] or list(range(k))
+
+    def near(anchor: list[int], j: int) -> bool:
+        gap, gap_se = levels.departure(j, anchor)
+        return _close(gap, 0.0, gap_se, threshold)
+
+    def support(anchor: list[int]) -> int:
+        return sum(int(sizes[j]) for j in precise if near(anchor, j))
+
+    start = _start(levels, threshold)
+    if support(start) > EDGE_CELLS:
+        return [j for j in range(k) if near(start, j)]
+    ends = sorted(
+        {j for j in range(k) if levels.close(j, 0, threshold) or levels.close(j, k - 1, threshold)}
+    )
     if int(sizes[-1]) <= EDGE_CELLS and _one_level(est, ends, edges):
         return ends
-    counts = np.asarray([support(i) for i in precise])
+    counts = np.asarray([support([i]) for i in precise])
     # ties go to the level the grid ends at
-    majority = precise[int(np.flatnonzero(counts == counts.max())[-1])]
-    first = precise[0]
-    simpler = _departures(close, k, first) < _departures(close, k, majority)
-    anchor = first if simpler else majority
-    return [j for j in range(k) if close(anchor, j)]
+    majority = [precise[int(np.flatnonzero(counts == counts.max())[-1])]]
+    simpler = _departures(levels, start, threshold) < _departures(levels, majority, threshold)
+    anchor = start if simpler else majority
+    return [j for j in range(k) if near(anchor, j)]
 
 
 def _pieces(

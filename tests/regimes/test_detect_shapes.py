@@ -90,6 +90,17 @@ def test_a_spike_then_a_step_are_two_anomalies_with_their_own_ratios() -> None:
     assert both >= 17 and spike_covered >= both - 3 and step_covered >= both - 3
 
 
+def test_a_short_normal_start_then_a_spike_then_a_step_keeps_the_start_normal() -> None:
+    """Three normal budgets, a spike, a long step: the step's level has most cells, yet
+    reading it as normal would make the start a dip that runs straight into a spike."""
+    both = 0
+    for seed in range(20):
+        frame = synthetic_curve(seed, {(3, 5): 3.0, (7, 23): 1.6})
+        anomalies = analyse(frame).anomalies.sort("start")
+        both += anomalies.select("start", "end").rows() == [(64, 96), (128, 384)]
+    assert both >= 16
+
+
 def test_a_spike_on_a_step_is_nested_and_measured_against_the_step() -> None:
     found = 0
     for seed in range(20):
