@@ -2,24 +2,30 @@ r"""Cell levels with honest sampling variances, from raw replicates.
 
 Everything works on the log scale of the measured quantity, where a multiplicative
 slowdown is a shift and noise is close to homoscedastic. A cell is one ``x`` of one
-curve. Its level :math:`\ell_t` is the median of the log trials after removing session
+curve. Its level :math:`\ell_t` is the one-step Huber location of the log trials
+(:func:`_huber_cells`, with the curve's within-session scale) after removing session
 main effects (a session that spans several cells of a curve gets its offset
 :math:`\alpha_s`, the median over its cells of its session median minus the cell's
 median of session medians). The sampling variance of :math:`\ell_t` is the larger of
 two estimates, each moderated towards the curve's pooled value the way limma moderates
 gene-wise variances (Smyth 2004), :math:`\tilde s^2 = (d_0 s_0^2 + d\,s^2)/(d_0 + d)`
-with :math:`d_0` = :data:`PRIOR_DF` and df :math:`d_0 + d`:
+with df :math:`d_0 + d`:
 
-* within-session noise, :math:`\kappa(n_t)\,\tilde s_{w,t}^2/n_t`: the pooled value
-  :math:`\sigma_w` is the median absolute pairwise difference of log trials within
-  sessions of the curve over :math:`\sqrt2\,\Phi^{-1}(3/4)` (robust to single-trial
-  hiccups), the cell's own is its within-session variance (df :math:`n_t - S_t`), and
-  :math:`\kappa(n)` is :math:`n` times the variance of the median of ``n`` standard
-  normals (1 for n <= 2, tending to :math:`\pi/2`). A cell whose trials disagree, say
-  two hiccups among three trials, is no more certain than its replicates say;
+* within-session noise, :math:`\kappa(n_t)\,\tilde s_{w,t}^2/n_t` with
+  :math:`d_0` = :data:`PRIOR_DF`: the pooled value :math:`\sigma_w` is the median
+  absolute deviation of log trials from their (cell, session) medians over the curve,
+  made consistent for the normal (robust to single-trial hiccups), the cell's own is
+  its within-session variance (df :math:`n_t - S_t`), and :math:`\kappa(n)` is
+  :math:`n` times the variance of the Huber location of ``n`` standard normals (about
+  1.05; :func:`huber_variance_factor`). A cell whose trials disagree, say two hiccups
+  among three trials, is no more certain than its replicates say;
 * between sessions, :math:`\tilde B_t/S_t`: the variance of the cell's session
-  medians (df :math:`S_t - 1`) moderated towards the curve's pooled value. One slow
-  process among the sessions of a cell makes that cell uncertain, not anomalous.
+  medians (df :math:`S_t - 1`) moderated towards the curve's pooled value with a prior
+  df estimated per curve as limma does (:func:`_prior_dfs`). One slow process among
+  the sessions of a cell makes that cell uncertain, not anomalous.
+
+Each cell's *median* also gets a variance, as an estimate for a fresh process (the
+session lottery included), for its confidence interval (:func:`_median_variance`).
 """
 
 from __future__ import annotations
