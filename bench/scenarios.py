@@ -98,8 +98,11 @@ def _trend(rng: np.random.Generator, x: np.ndarray, kind: str, slope_factor: flo
     else:
         mu = a0 * (x / x[0]) ** rng.uniform(0.3, 1.2)
     if slope_factor != 1.0:
-        kink = x[int(rng.integers(x.size // 3, 2 * x.size // 3 + 1))]
-        mu = mu + (slope_factor - 1.0) * b * np.maximum(0.0, x - kink)
+        # the slope after the kink is slope_factor times the trend's own slope there
+        # (not the linear coefficient b: a power trend is far flatter than b by then)
+        at = int(rng.integers(x.size // 3, 2 * x.size // 3 + 1))
+        slope = float(np.gradient(mu, x)[at])
+        mu = mu + (slope_factor - 1.0) * slope * np.maximum(0.0, x - x[at])
     return np.log(mu)
 
 
