@@ -467,7 +467,11 @@ def regime_tests(
             # a boundary may face a flank or another regime: the jump's size counts, in
             # whichever direction the levels on either side put it
             jump = np.abs(gates[:, 0])
-            gate_p = scan_p_values(jump, gates[:, 1], gates[:, 2], "up", 1)
+            # a regime with one flank (a step) claims a level shift of at least the
+            # threshold, and only its inner boundary can show one: a bend of the trend
+            # moves the level as far, gradually, without that jump (docs/method.md)
+            floor = threshold if regime.left.size == 0 or regime.right.size == 0 else 0.0
+            gate_p = treat_p_values(jump, gates[:, 1], gates[:, 2], "up", floor)
             p[k] = max(p[k], float(gate_p.max()))
     peaks = [
         _peak(
