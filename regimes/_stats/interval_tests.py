@@ -449,8 +449,10 @@ def regime_tests(
 
     Each boundary inside the grid is a gate of an intersection-union test: the level
     must jump there (:func:`_discontinuity`, the one-sided tail of the jump's size), or
-    the regime is a bend of the trend rather than an anomaly. The p-value is the largest
-    of the main test's and the gates'.
+    the regime is a bend of the trend rather than an anomaly. A regime with one flank
+    (a step) must jump by more than ``threshold`` there (TREAT on the jump): its mean
+    over its flank's moves as far under a bend. The p-value is the largest of the main
+    test's and the gates'.
     """
     tests = _Contrasts(est, smooth, direction, 1)
     t = est.u.size
