@@ -28,7 +28,8 @@ import math
 import textwrap
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -134,7 +135,10 @@ class RegimeResult(AnalysisResult):
         The call's arguments.
     history_note : str or None
         Which anomalies process history explains, or may explain, when their trials met
-        KV lengths for the first time (:func:`regimes.explain.history.detection_note`).
+        KV lengths for the first time (:func:`regimes.explain.history.detection_note`),
+        computed when first read.
+    source : polars.DataFrame or pandas.DataFrame or None
+        The trial table the call was given, for ``history_note``.
     """
 
     _tables: ClassVar[tuple[str, ...]] = ("anomalies", "change_points", "curve", "groups")
@@ -150,7 +154,17 @@ class RegimeResult(AnalysisResult):
     y: str
     group_columns: list[str]
     params: dict[str, Any]
-    history_note: str | None = None
+    source: Any = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def history_note(self) -> str | None:
+        """Which anomalies process history explains, or may explain.
+
+        Computed when first read (fitting each anomalous curve's process history costs
+        more than the detection itself), from ``source``, the trial table of the call
+        (:func:`regimes.explain.history.detection_note`); ``None`` without one.
+        """
+        return None if self.source is None else detection_note(self, self.source)
 
     def _label(self, row: dict[str, Any]) -> str:
         """Label a group by the columns that tell this call's groups apart."""
@@ -1011,7 +1025,7 @@ def detect_regimes(
     result = _assemble(
         cells, index, fits, taus, (change_points, candidates, decision), frame, params
     )
-    return replace(result, history_note=detection_note(result, df))
+    return replace(result, source=df)
 
 
 def _assemble(

@@ -972,8 +972,14 @@ def detection_note(report: Any, df: Any) -> str | None:
         return None
     try:
         source = read_report(report, _table_columns(df))
-        _check_history_columns(as_polars(df))
-        history = _history_for(report, source, df)
+        table = as_polars(df)
+        _check_history_columns(table)
+        if source.group_columns:
+            # only the curves with an anomaly are asked about: fitting every curve's
+            # history would cost more than the detection itself on a large sweep
+            keys = report.anomalies.select(source.group_columns).unique()
+            table = table.join(keys, on=source.group_columns, how="semi", nulls_equal=True)
+        history = _history_for(report, source, table)
     except RegimesInputError:
         return None
     rows = history_anomalies(report, history).iter_rows(named=True)
