@@ -767,7 +767,7 @@ def history_anomalies(report: Any, history: Any) -> pl.DataFrame:
     >>> import polars as pl
     >>> import regimes
     >>> from regimes.explain.history import first_visits, history_anomalies
-    >>> rng = np.random.default_rng(20)
+    >>> rng = np.random.default_rng(30)
     >>> budgets = np.concatenate([rng.permutation(np.arange(64, 513, 32)) for _ in range(6)])
     >>> sweep = first_visits(pl.DataFrame({
     ...     "run_id": "synthetic-example", "session": np.repeat(np.arange(6), 15),
@@ -876,7 +876,7 @@ def history_note(history: Any, report: Any = None) -> str | None:
     >>> import polars as pl
     >>> import regimes
     >>> from regimes.explain.history import first_visits, history_note
-    >>> rng = np.random.default_rng(20)
+    >>> rng = np.random.default_rng(30)
     >>> budgets = np.concatenate([rng.permutation(np.arange(64, 513, 32)) for _ in range(6)])
     >>> sweep = first_visits(pl.DataFrame({
     ...     "run_id": "synthetic-example", "session": np.repeat(np.arange(6), 15),
