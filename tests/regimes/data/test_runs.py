@@ -98,8 +98,10 @@ def test_public_scan_reads_parts_lazily_with_parquet_scans():
     frame = regimes.scan([GPT2, OPT], verify=False)
     plan = frame.filter(pl.col("model") == "opt-125m").select("budget").explain()
     assert "parquet" in plan.lower()
-    assert frame.collect().sort(["run_id", "order"]).equals(
-        regimes.load([GPT2, OPT]).sort(["run_id", "order"])
+    assert (
+        frame.collect()
+        .sort(["run_id", "order"])
+        .equals(regimes.load([GPT2, OPT]).sort(["run_id", "order"]))
     )
 
 
