@@ -174,13 +174,17 @@ def _scan_trials(path: Path, verify: bool) -> pl.LazyFrame:
 def _scan_part(part: Path, verify: bool) -> pl.LazyFrame:
     """Scan one parquet part, checked first against its checksum when ``verify``.
 
-    Verifying decodes the part with polars, the reader the scan will use (the checksum
-    is of its content, regimes.data.io), one part at a time and then dropped, so a
-    damaged part is refused by name while memory holds no more than one part; the frame
-    itself stays a lazy ``scan_parquet``, read again, with only the columns and rows
-    asked for, when collected.
+    Verifying decodes the part with pyarrow (as :func:`regimes.load` reads it) and with
+    polars (as the scan will), each checked against the checksum of its content
+    (regimes.data.io), one part at a time and then dropped, so a damaged part is
+    refused by name while memory holds no more than one part; the frame itself stays a
+    lazy ``scan_parquet``, read again, with only the columns and rows asked for, when
+    collected.
     """
     if verify:
+        # Both readers: load() reads with pyarrow, the scan with polars, and the two do
+        # not read every byte alike; a part passes only when both read it as written.
+        read_verified_part(part)
         verify_part_as_polars_reads_it(part)
     try:
         frame = pl.scan_parquet(part)

@@ -634,8 +634,8 @@ def scan(
     path : str, os.PathLike, or a list or tuple of them
         Run directories or ``.parquet`` / ``.csv`` trial files, or ``str`` glob patterns.
     verify : bool, default True
-        Check every part against its recorded checksum first (each part decoded once,
-        one at a time, so memory holds one part): a damaged part is refused by name.
+        Check every part against its recorded checksum first (each part decoded by
+        pyarrow and by polars, one part at a time): a damaged part is refused by name.
         ``False`` reads nothing until the frame is collected; damage then surfaces at
         collection, or not at all where the damaged bytes still decode.
 
