@@ -8,6 +8,8 @@ step's own, as the median of ``--repeats`` runs:
   environment columns from each ``meta.json``), collected;
 * ``detect_regimes`` on all hosts' rows (``host`` varies, so each machine's curves are
   analysed apart);
+* ``regimes.scan(list_of_runs)`` filtered to one host, collected: the lazy path, every
+  part verified, only that host's rows kept in memory;
 * the same two steps on one host's run, the baseline the ratios are taken against.
 
 Every row is synthetic (``run_id`` and ``model`` start with ``synthetic-``): per host 20
@@ -84,8 +86,14 @@ def child(paths: list[str], step: str) -> None:
     import regimes
 
     warnings.simplefilter("ignore")
+    import polars as pl
+
     started = time.perf_counter()
-    trials = regimes.load(paths)  # a list: the lazy multi-run scan, even for one run
+    if step == "scan":
+        host = pl.col("host") == "synthetic-host-00"
+        trials = regimes.scan(paths).filter(host).collect()
+    else:
+        trials = regimes.load(paths)  # a list: the multi-run reader, even for one run
     loaded = time.perf_counter()
     if step == "detect":
         regimes.detect_regimes(trials, seed=0)
@@ -139,7 +147,7 @@ def main() -> None:
         print(f"synthetic: {args.hosts} hosts x {args.rows:,} rows, {disk / 2**20:.0f} MiB on disk")
         results = {}
         for label, subset in (("1 host", paths[:1]), (f"{args.hosts} hosts", paths)):
-            for step in ("load", "detect"):
+            for step in ("load", "scan", "detect"):
                 results[(label, step)] = measure(subset, step, args.repeats)
     report(results, args.hosts, args.repeats)
 
@@ -147,12 +155,18 @@ def main() -> None:
 def report(results: dict[tuple[str, str], dict[str, float]], hosts: int, repeats: int) -> None:
     """Print the table and the ratios of all hosts against one."""
     many_label = f"{hosts} hosts"
-    print(f"{'':>10} {'rows':>12} {'load s':>8} {'detect s':>9} {'peak MiB':>9}")
+    print(
+        f"{'':>10} {'rows':>12} {'load s':>8} {'load MiB':>9} {'scan 1 host s':>14} "
+        f"{'scan MiB':>9} {'detect s':>9} {'peak MiB':>9}"
+    )
     for label in ("1 host", many_label):
-        load, detect = results[(label, "load")], results[(label, "detect")]
+        load, scan = results[(label, "load")], results[(label, "scan")]
+        detect = results[(label, "detect")]
         print(
             f"{label:>10} {int(detect['rows']):>12,} {load['load_s']:>8.2f} "
-            f"{detect['detect_s']:>9.2f} {detect['peak_bytes'] / 2**20:>9.0f}"
+            f"{load['peak_bytes'] / 2**20:>9.0f} {scan['load_s']:>14.2f} "
+            f"{scan['peak_bytes'] / 2**20:>9.0f} {detect['detect_s']:>9.2f} "
+            f"{detect['peak_bytes'] / 2**20:>9.0f}"
         )
     one, many = results[("1 host", "detect")], results[(many_label, "detect")]
     load_ratio = results[(many_label, "load")]["load_s"] / results[("1 host", "load")]["load_s"]

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,11 @@ def _set_parent_death_signal() -> None:
 
 
 def _start_worker(
-    run_dir: Path, session: int, deadline: float | None, lock_fd: int | None
+    run_dir: Path,
+    session: int,
+    deadline: float | None,
+    lock_fd: int | None,
+    child_env: Mapping[str, str] | None,
 ) -> subprocess.Popen[str]:
     command = [
         sys.executable,
@@ -91,7 +96,7 @@ def _start_worker(
     if deadline is not None:
         command += ["--deadline", repr(deadline)]
     # The child must import this very source tree, installed or not.
-    env = dict(os.environ)
+    env = dict(os.environ if child_env is None else child_env)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return subprocess.Popen(
@@ -116,14 +121,19 @@ def _stop(child: subprocess.Popen[str]) -> None:
 
 
 def _run_worker(
-    run_dir: Path, session: int, deadline: float | None, lock_fd: int | None, sink: Progress
+    run_dir: Path,
+    session: int,
+    deadline: float | None,
+    lock_fd: int | None,
+    sink: Progress,
+    child_env: Mapping[str, str] | None,
 ) -> tuple[int, Event | None]:
     """Run a session in a fresh process; return its exit status and what was in flight.
 
     What was in flight is the event that began a model load or a generation the
     process did not finish (``None`` if it was between them).
     """
-    child = _start_worker(run_dir, session, deadline, lock_fd)
+    child = _start_worker(run_dir, session, deadline, lock_fd, child_env)
     in_flight: Event | None = None
     try:
         assert child.stdout is not None
@@ -154,6 +164,7 @@ def run_process_session(
     lock_fd: int | None,
     sink: Progress,
     messages: list[str],
+    child_env: Mapping[str, str] | None = None,
 ) -> str:
     """Run one session in fresh processes until its plan is empty; return a status.
 
@@ -161,13 +172,16 @@ def run_process_session(
     progress total is recounted over ``session`` and those after it. A process that
     dies mid-case is charged to that case (a ``WorkerCrash`` error row) and a new
     process takes over the rest of the session; every relaunch therefore removes at
-    least one case, so this ends.
+    least one case, so this ends. ``child_env`` is the session processes' environment
+    (default: this process's).
     """
     spec = pending[session]
     later = list(pending)[list(pending).index(session) :]
     statuses = {code: status for status, code in EXIT_CODES.items() if status != "failed"}
     while True:
-        returncode, in_flight = _run_worker(writer.path, session, deadline, lock_fd, sink)
+        returncode, in_flight = _run_worker(
+            writer.path, session, deadline, lock_fd, sink, child_env
+        )
         if returncode in statuses:
             return statuses[returncode]
         rows = crash_error_rows(writer.run_id, spec, session, in_flight, returncode)

@@ -118,6 +118,13 @@ def _fleet_meta(spec: SweepSpec, command: list[str] | None) -> dict[str, Any]:
     }
 
 
+def _warn_noisy(hosts: dict[str, Host]) -> None:
+    """Say, on stderr, what would disturb the timings on each host, as a local sweep does."""
+    for name, host in hosts.items():
+        for warning in (host.environment.get("hygiene") or {}).get("warnings", []):
+            print(f"collect: warning: host {name} is not quiet: {warning}", file=sys.stderr)
+
+
 def _measured(spec: SweepSpec, units: list[Unit], writer: RunWriter) -> tuple[int, int]:
     """Measured trials the units leave to run, and ask for in all."""
     state = RunState.read(writer)
@@ -206,6 +213,7 @@ def run_fleet_sweep(
     try:
         hosts = probe_fleet(client, connect_timeout_s)
         validate_fleet(spec, hosts, cluster)
+        _warn_noisy(hosts)
         check_run_dir(spec, target)
         target.mkdir(parents=True, exist_ok=True)
         with RunLock(target, lock_wait_s):

@@ -28,7 +28,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from regimes.data.io import Run, RunWriter, load, read_run, save
+from regimes.data.io import Run, RunWriter, load, read_run, save, scan
 from regimes.data.schema import CASE_COLUMNS, TRIAL_SCHEMA, validate_trials
 from regimes.errors import RegimesInputError, RegimesWarning
 
@@ -72,6 +72,7 @@ __all__ = [
     "read_run",
     "refine_boundaries",
     "save",
+    "scan",
     "simulate_sweep",
     "validate_trials",
 ]

@@ -88,6 +88,9 @@ class RefineResult(AnalysisResult):
         Boundaries that could not be refined, with the reason.
     collected : polars.DataFrame
         The trial rows this call measured (warm-ups included).
+    trials : polars.DataFrame
+        Every trial the brackets rest on: the run's (grid and earlier probes) and this
+        call's, warm-ups included; what :meth:`chart` draws.
     generations, dense_generations : int
         Generations this call ran, and those of a dense 1-token grid over the
         boundaries' curves' grid range with the run's trials per budget.
@@ -102,6 +105,7 @@ class RefineResult(AnalysisResult):
     generations: int = 0
     dense_generations: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    trials: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     _tables: ClassVar[tuple[str, ...]] = ("boundaries", "probes")
     _title: ClassVar[str] = "Boundary refinement"
@@ -173,7 +177,8 @@ def refine_boundaries(
     resolution : int, default 1
         Stop when ``high - low`` is at most this many tokens.
     max_generations : int, optional
-        Most generations (warm-ups included) this call may run.
+        Most generations (warm-ups included) this call may run; 0 reads the probes
+        already in the run back and never builds a prober (no collectors needed).
     max_seconds : float, optional
         Wall time after which no new round starts (a round under way finishes).
     error_rate : float, default 0.01
@@ -230,7 +235,9 @@ def refine_boundaries(
     budgets = _grid(trials, meta, grid)
     detect = dict(alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed)
     plan = _Plan.build(trials, budgets, settings, detect)
-    prober = probe if probe is not None else _default_prober(path, plan)
+    # With no generation allowed the run is only read back: no prober is built, so a
+    # report or a summary of a refined run never needs the collectors (torch).
+    prober = probe if probe is not None or max_generations == 0 else _default_prober(path, plan)
     started = time.monotonic()
     collected = _rounds(plan, prober, max_generations, max_seconds, started)
     params = dict(
@@ -240,7 +247,10 @@ def refine_boundaries(
         grid=sorted(budgets), alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed,
         label_columns=plan.label_columns, elapsed_s=time.monotonic() - started,
     )  # fmt: skip
-    return plan.result(collected, params)
+    everything = (
+        pl.concat([trials, collected], how="diagonal_relaxed") if collected.height else trials
+    )
+    return plan.result(collected, params, everything)
 
 
 @dataclass(frozen=True)
@@ -462,7 +472,9 @@ class _Plan:
         for state in self.states:
             state.update(self.evidence)
 
-    def result(self, collected: pl.DataFrame, params: dict[str, Any]) -> RefineResult:
+    def result(
+        self, collected: pl.DataFrame, params: dict[str, Any], trials: pl.DataFrame
+    ) -> RefineResult:
         """Build the result tables from the boundaries' final states."""
         rows, probes = [], []
         for index, state in enumerate(self.states):
@@ -498,6 +510,7 @@ class _Plan:
             generations=generations,
             dense_generations=self.dense_generations,
             params=params,
+            trials=trials,
         )
 
 
@@ -675,7 +688,7 @@ def _rounds(
 ) -> pl.DataFrame:
     """Probe the open boundaries round by round until done or out of allowance."""
     if prober is None:
-        plan.stop_open("no prober")
+        plan.stop_open("max_generations" if max_generations == 0 else "no prober")
         return pl.DataFrame()
     warmup = int(getattr(prober, "warmup", 0))
     spent = 0

@@ -23,7 +23,15 @@ from .._events import Event
 from .._progress import Progress
 from .._session import host_name
 
-__all__ = ["TABLES", "UnitOrder", "offered_backends", "probe", "probe_workers", "run_unit"]
+__all__ = [
+    "TABLES",
+    "UnitOrder",
+    "offered_backends",
+    "probe",
+    "probe_workers",
+    "run_unit",
+    "session_environment",
+]
 
 TABLES: tuple[str, ...] = ("trials", "steps", "errors")
 """The run tables a unit sends back, in the order a trial writes them."""
@@ -43,14 +51,52 @@ def offered_backends() -> tuple[str, ...]:
     return tuple(b for b in available if b in names) if names else available
 
 
+def session_environment() -> tuple[dict[str, str], list[str]]:
+    """Return the environment of a session process started here, and what it unpins.
+
+    A Dask nanny starts its worker with ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+    ``OPENBLAS_NUM_THREADS`` set to 1 (``distributed.nanny.pre-spawn-environ``), which
+    suits many tasks in one process and would make every CPU timing of a fleet sweep
+    single-threaded. A session process gets them removed where they hold exactly the
+    nanny's value, so that it times what a sweep started on that machine by hand would;
+    a value the user set otherwise is kept.
+    """
+    import dask.config
+
+    pinned = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
+    env = dict(os.environ)
+    unpinned = [
+        name
+        for name, value in pinned.items()
+        if name.endswith("_NUM_THREADS") and env.get(name) == str(value)
+    ]
+    for name in unpinned:
+        del env[name]
+    return env, sorted(unpinned)
+
+
 def probe() -> dict[str, Any]:
-    """Describe this worker's machine: host name, backends offered, devices, environment."""
+    """Describe this worker's machine: host name, backends offered, devices, environment.
+
+    The environment is the one a session process gets (:func:`session_environment`):
+    thread variables the nanny pinned are shown unset and listed under
+    ``unpinned_by_fleet``; the worker's own torch thread counts are left out, since they
+    describe the worker process, not the sessions. ``hygiene`` is how quiet the machine
+    is (:func:`collectors.hygiene.machine_state`), as a local sweep records it.
+    """
     from ..environment import environment_metadata
+    from ..hygiene import machine_state
 
     offered = offered_backends()
     environment = environment_metadata(offered)
     host = host_name()
     environment["hostname"] = host
+    _, unpinned = session_environment()
+    environment["env"].update({name: None for name in unpinned})
+    environment["unpinned_by_fleet"] = unpinned
+    for key in ("torch_threads", "torch_interop_threads"):
+        environment.pop(key, None)
+    environment["hygiene"] = machine_state()
     devices = {b: environment["backends"][b].get("device") for b in offered}
     return {"host": host, "backends": list(offered), "devices": devices, "environment": environment}
 
@@ -167,6 +213,7 @@ def run_unit(order: UnitOrder) -> dict[str, Any]:
         shipper = _Shipper(writer.path, order)
         spec = SweepSpec.from_dict(order.meta["spec"], check_available=False)
         messages: list[str] = []
+        child_env, _ = session_environment()
         try:
             status = run_process_session(
                 {order.session: spec},
@@ -176,6 +223,7 @@ def run_unit(order: UnitOrder) -> dict[str, Any]:
                 None,
                 shipper,
                 messages,
+                child_env,
             )
         except KeyboardInterrupt:
             status = "interrupted"

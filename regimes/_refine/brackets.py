@@ -147,11 +147,23 @@ class _CurveCells:
     def index(self, budget: int) -> int:
         return int(np.searchsorted(self.budgets, budget))
 
-    def trend_line(self, i: int, j: int) -> Line:
-        """Return the trend through grid cells ``i`` and ``j`` (a line in log budget)."""
-        du = math.log(self.budgets[j]) - math.log(self.budgets[i])
-        slope = (self.log_trend[j] - self.log_trend[i]) / du
-        return Line(float(self.budgets[i]), float(self.log_trend[i]), float(slope))
+    def local_slope(self, low: int) -> float:
+        """Return the trend's slope in log-log near the boundary between ``low`` and ``low + 1``.
+
+        The median of the slopes between consecutive cells within :data:`SIDE_CELLS` of
+        the boundary on either side, the pair across the boundary left out: a detection's
+        trend may bend where an anomaly starts (it is fitted to the normal cells and
+        bridges the anomalous ones), and a side level carried along that bend would
+        swallow the step it is meant to measure. The pair across the boundary is used
+        only when it is the only one.
+        """
+        u = np.log(self.budgets.astype(float))
+        first, last = max(0, low - SIDE_CELLS), min(u.size - 1, low + 1 + SIDE_CELLS)
+        pairs = [k for k in range(first, last) if k != low]
+        if not pairs:
+            pairs = [low]
+        slopes = [(self.log_trend[k + 1] - self.log_trend[k]) / (u[k + 1] - u[k]) for k in pairs]
+        return float(np.median(slopes))
 
     def side_line(self, cells: list[int], anchor: int, slope: float) -> tuple[Line, float]:
         """Return the mean level of ``cells`` carried along ``slope`` to cell ``anchor``."""
@@ -239,7 +251,7 @@ def _sides(
     states: tuple[str, str],
 ) -> _Found:
     """Bracket a boundary between cells ``low`` and ``low + 1`` from each side's cells."""
-    slope = cells.trend_line(low, low + 1).slope
+    slope = cells.local_slope(low)
     left_line, left_var = cells.side_line(left, low, slope)
     right_line, right_var = cells.side_line(right, low + 1, slope)
     return _Found(

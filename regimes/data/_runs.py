@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from regimes.data.io import _parts, read_meta, read_verified_part
+from regimes.data.io import _parts, read_meta, read_verified_part, verify_part_as_polars_reads_it
 from regimes.data.schema import TRIAL_SCHEMA
 from regimes.errors import RegimesInputError
 
@@ -152,25 +152,47 @@ def _conformed(frame: pl.LazyFrame, where: Path) -> pl.LazyFrame:
     )
 
 
-def _scan_trials(path: Path) -> pl.LazyFrame:
+def _scan_trials(path: Path, verify: bool) -> pl.LazyFrame:
     """Scan the trials of one run (directory, parquet or CSV file); duplicates once."""
     if not path.exists():
         raise RegimesInputError(f"no run at {str(path)!r}: the path does not exist")
     if path.is_file():
         if path.suffix == ".parquet":
-            return read_verified_part(path)[0].lazy()
+            return _scan_part(path, verify)
         if path.suffix == ".csv":
             return pl.scan_csv(path, try_parse_dates=False)
         raise RegimesInputError(f"{str(path)!r}: expected a run directory, .parquet or .csv file")
     parts = _parts(path / "trials")
     if not parts:
         raise RegimesInputError(f"{str(path)!r} is not a run directory (no trials/*.parquet)")
-    # Every part is read and verified against its checksum (regimes.data.io), so a
-    # damaged one is refused by name instead of scanned with changed values.
-    frames = [_conformed(read_verified_part(part)[0].lazy(), part) for part in parts]
+    frames = [_conformed(_scan_part(part, verify), part) for part in parts]
     # rows identical in every column are the trace of an interrupted compaction
     # (see regimes.data.io.read_run), never two measurements
     return pl.concat(frames, how="vertical").unique(maintain_order=True)
+
+
+def _scan_part(part: Path, verify: bool) -> pl.LazyFrame:
+    """Scan one parquet part, checked first against its checksum when ``verify``.
+
+    Verifying decodes the part with pyarrow (as :func:`regimes.load` reads it) and with
+    polars (as the scan will), each checked against the checksum of its content
+    (regimes.data.io), one part at a time and then dropped, so a damaged part is
+    refused by name while memory holds no more than one part; the frame itself stays a
+    lazy ``scan_parquet``, read again, with only the columns and rows asked for, when
+    collected.
+    """
+    if verify:
+        # Both readers: load() reads with pyarrow, the scan with polars, and the two do
+        # not read every byte alike; a part passes only when both read it as written.
+        read_verified_part(part)
+        verify_part_as_polars_reads_it(part)
+    try:
+        frame = pl.scan_parquet(part)
+        frame.collect_schema()
+    except pl.exceptions.PolarsError as exc:
+        message = " ".join(str(exc).split())
+        raise RegimesInputError(f"part {str(part)!r} cannot be read: {message}") from None
+    return frame
 
 
 def _tagged(trials: pl.LazyFrame, run_id: str, env: dict[str, str | None]) -> pl.LazyFrame:
@@ -191,14 +213,20 @@ def _tagged(trials: pl.LazyFrame, run_id: str, env: dict[str, str | None]) -> pl
     return out
 
 
-def scan_runs(paths: PathLike | Sequence[PathLike]) -> pl.LazyFrame:
-    """Scan several runs' trial tables as one lazy frame, tagged with their environment.
+def scan_runs(paths: PathLike | Sequence[PathLike], *, verify: bool = True) -> pl.LazyFrame:
+    """Scan runs' trial tables as one lazy frame, tagged with their environment.
 
     Parameters
     ----------
     paths : str, os.PathLike or sequence of them
         Run directories or ``.parquet`` / ``.csv`` trial files; a ``str`` holding ``*``,
         ``?`` or ``[`` is a glob pattern (matches in sorted order), in a list too.
+    verify : bool, default True
+        Check every part against the checksum recorded when it was written before the
+        frame is returned (each part is decoded once, one at a time): a damaged part is
+        refused by name. ``False`` reads nothing until the frame is collected, and then
+        only the columns and rows the query needs; a damaged part may then fail at
+        collection or, for a part whose damage still decodes, go unnoticed.
 
     Returns
     -------
@@ -210,7 +238,8 @@ def scan_runs(paths: PathLike | Sequence[PathLike]) -> pl.LazyFrame:
     ------
     RegimesInputError
         A path that does not exist or is not a run, a pattern that matches nothing, an
-        unreadable part, or two runs with the same ``run_id`` (one run given twice).
+        unreadable or damaged part, or two runs with the same ``run_id`` (one run given
+        twice).
 
     See Also
     --------
@@ -227,7 +256,7 @@ def scan_runs(paths: PathLike | Sequence[PathLike]) -> pl.LazyFrame:
                 f"{run_id!r}): give each run once"
             )
         seen[run_id] = path
-        frames.append(_tagged(_scan_trials(path), run_id, run_environment(meta)))
+        frames.append(_tagged(_scan_trials(path, verify), run_id, run_environment(meta)))
     return pl.concat(frames, how="diagonal_relaxed")
 
 

@@ -353,7 +353,20 @@ def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
         raise _DamagedPart(
             path, f"not readable as parquet ({' '.join(str(exc).split())})"
         ) from None
-    metadata = table.schema.metadata or {}
+    meta = _verified_meta(path, table, table.schema.metadata or {})
+    try:
+        # Full validation refuses text that is not UTF-8, which polars would take and
+        # later fail on; only a part without a checksum can get this far with it.
+        table.validate(full=True)
+        frame = pl.from_arrow(table.replace_schema_metadata(None))
+    except Exception as exc:  # a part without checksum can hold anything
+        raise _DamagedPart(path, f"its columns cannot be read ({type(exc).__name__})") from None
+    assert isinstance(frame, pl.DataFrame)
+    return frame, meta
+
+
+def _verified_meta(path: Path, table: pa.Table, metadata: dict[bytes, bytes]) -> dict[str, Any]:
+    """Check a part's format version and checksum against ``table``; return its meta."""
     try:
         version = int(metadata.get(_FORMAT_KEY, b"1"))
     except ValueError:
@@ -372,15 +385,30 @@ def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
         meta = json.loads(meta_bytes) if meta_bytes else {}
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise _DamagedPart(path, "its metadata is not valid JSON") from None
+    return meta if isinstance(meta, dict) else {}
+
+
+def verify_part_as_polars_reads_it(path: Path) -> None:
+    """Check one part as :func:`polars.scan_parquet` will read it; raise naming it if not.
+
+    The content polars decodes is checked against the recorded checksum (pyarrow and
+    polars do not read every byte of a file alike: damage in a page index, say, may
+    pass one and break the other), so a lazy scan of a part that passed reads exactly
+    the rows that were written. For :func:`scan`.
+    """
     try:
-        # Full validation refuses text that is not UTF-8, which polars would take and
-        # later fail on; only a part without a checksum can get this far with it.
-        table.validate(full=True)
-        frame = pl.from_arrow(table.replace_schema_metadata(None))
-    except Exception as exc:  # a part without checksum can hold anything
-        raise _DamagedPart(path, f"its columns cannot be read ({type(exc).__name__})") from None
-    assert isinstance(frame, pl.DataFrame)
-    return frame, meta if isinstance(meta, dict) else {}
+        metadata = pq.read_schema(path).metadata or {}
+        frame = pl.read_parquet(path)
+        table = frame.to_arrow(compat_level=pl.CompatLevel.oldest())
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as exc:  # pyarrow and polars raise several types for a bad file
+        reason = f"not readable as parquet ({' '.join(str(exc).split())})"
+        raise RegimesInputError(f"part {str(path)!r} is damaged: {reason}") from None
+    try:
+        _verified_meta(path, table, metadata)
+    except _DamagedPart as exc:
+        raise RegimesInputError(f"part {str(path)!r} is damaged: {exc.reason}") from None
 
 
 def _digest_or_none(table: pa.Table, meta: bytes, version: int) -> str | None:
@@ -589,6 +617,54 @@ def load(
     if "order" in trials.columns and trials.height:
         trials = trials.sort("order", nulls_last=True)
     return trials
+
+
+def scan(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, verify: bool = True
+) -> pl.LazyFrame:
+    """Return the trial table of one run or many as a lazy frame, for large fleets.
+
+    Each run's parts are scanned with :func:`polars.scan_parquet`: a query that filters
+    to a model or a host, or selects a few columns, reads only those from disk when it
+    is collected. The rows and columns are those of :func:`load` given the same runs as
+    a list (``run_id`` and the environment columns included).
+
+    Parameters
+    ----------
+    path : str, os.PathLike, or a list or tuple of them
+        Run directories or ``.parquet`` / ``.csv`` trial files, or ``str`` glob patterns.
+    verify : bool, default True
+        Check every part against its recorded checksum first (each part decoded by
+        pyarrow and by polars, one part at a time): a damaged part is refused by name.
+        ``False`` reads nothing until the frame is collected; damage then surfaces at
+        collection, or not at all where the damaged bytes still decode.
+
+    Returns
+    -------
+    polars.LazyFrame
+        The trials, run after run, each sorted by ``order``.
+
+    Raises
+    ------
+    RegimesInputError
+        A path that is not a run, a pattern that matches nothing, a damaged part (with
+        ``verify``), or one run given twice.
+
+    See Also
+    --------
+    load : the same table, collected.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from pathlib import Path
+    >>> runs = scan(str(Path("examples") / "data" / "cuda-h200-gpt2*"))
+    >>> runs.filter(pl.col("budget") == 64).select("run_id").unique().collect().height >= 2
+    True
+    """
+    from regimes.data._runs import scan_runs
+
+    return scan_runs(path, verify=verify)
 
 
 def save(df: Any, path: str | os.PathLike[str], meta: dict[str, Any] | None = None) -> Path:

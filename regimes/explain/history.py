@@ -945,6 +945,20 @@ def _anomaly_sentence(history: HistoryResult, row: dict[str, Any]) -> str | None
     return None
 
 
+def _anomalous_curves(frame: pl.DataFrame, source: Any) -> pl.DataFrame:
+    """Keep the trials of the curves with an anomaly: the only ones the note speaks of.
+
+    Fitting every curve would cost a regression over every trial of the table for a
+    note about a few of them (most of a multi-session detection's time on a large
+    table); the Benjamini-Hochberg family is likewise the anomalous curves.
+    """
+    columns = list(source.group_columns)
+    if not columns:
+        return frame
+    curves = source.anomalies.select(columns).unique()
+    return frame.join(curves, on=columns, how="semi", nulls_equal=True)
+
+
 def detection_note(report: Any, df: Any) -> str | None:
     """Say which anomalies of a detection report process history explains, if any.
 
@@ -972,14 +986,9 @@ def detection_note(report: Any, df: Any) -> str | None:
         return None
     try:
         source = read_report(report, _table_columns(df))
-        table = as_polars(df)
-        _check_history_columns(table)
-        if source.group_columns:
-            # only the curves with an anomaly are asked about: fitting every curve's
-            # history would cost more than the detection itself on a large sweep
-            keys = report.anomalies.select(source.group_columns).unique()
-            table = table.join(keys, on=source.group_columns, how="semi", nulls_equal=True)
-        history = _history_for(report, source, table)
+        frame = as_polars(df)
+        _check_history_columns(frame)
+        history = _history_for(report, source, _anomalous_curves(frame, source))
     except RegimesInputError:
         return None
     rows = history_anomalies(report, history).iter_rows(named=True)

@@ -56,6 +56,7 @@ def latency_chart(
     groups: Sequence[str] | None = None,
     columns: int | None = None,
     title: str | None = None,
+    probes: Sequence[int] | None = None,
 ) -> alt.VConcatChart:
     """Latency against the budget, one panel per group, as the detection saw it.
 
@@ -85,6 +86,10 @@ def latency_chart(
         Panels per row. Default: 2, or 3 from six groups on (smaller panels).
     title : str, optional
         The chart's title. Default: ``"<quantity> by <x>"``.
+    probes : sequence of int, optional
+        Budgets measured as refinement probes, off the run's grid (see
+        :func:`regimes.refine_boundaries`): their medians are drawn as diamonds, the
+        grid's as circles, with a legend. Used when ``x`` is ``budget``. Default: none.
 
     Returns
     -------
@@ -118,6 +123,11 @@ def latency_chart(
     labels, order = select_groups(labels, groups)
     trials = result_trials(report, df, x, y, group_columns)
     parts = _latency_parts(report, trials, labels, group_columns, (x, y))
+    if probes and x == "budget":
+        cell = (
+            pl.when(pl.col(x).is_in(list(probes))).then(pl.lit("probe")).otherwise(pl.lit("grid"))
+        )
+        parts["curve"] = parts["curve"].with_columns(cell.alias("cell"))
     drawn = {name: frame for name, frame in parts.items() if frame.height}
     if log_y is None:
         log_y = _auto_log(drawn, x, y)
@@ -283,15 +293,29 @@ def _median_points(x: str, y: str, y_axis: _YAxis, curve_columns: Sequence[str])
         for c, label in named.items()
         if c in curve_columns
     ]
+    encoding: dict[str, Any] = {}
+    if "cell" in curve_columns:  # a refined run: probes off the grid are diamonds
+        tooltip.append(alt.Tooltip("cell:N", title="budget measured as"))
+        # Shape and size share one legend: a size legend of its own set to None would
+        # take the shape's with it.
+        legend = style.legend(
+            title=None,
+            labelExpr="datum.label == 'probe' ? 'refinement probe' : 'grid budget'",
+            symbolFillColor=style.MEDIAN_COLOR,
+            symbolStrokeColor=style.MEDIAN_COLOR,
+        )
+        domain = ["grid", "probe"]
+        encoding["shape"] = alt.Shape(
+            "cell:N", scale=alt.Scale(domain=domain, range=["circle", "diamond"]), legend=legend
+        )
+        encoding["size"] = alt.Size(
+            "cell:N", scale=alt.Scale(domain=domain, range=[18, 45]), legend=legend
+        )
     return (
         alt.Chart()
         .transform_filter(part("curve"))
         .mark_point(color=style.MEDIAN_COLOR, size=18, filled=True, clip=True)
-        .encode(
-            x=x_encoding(x, x),
-            y=y_axis.encode("median"),
-            tooltip=tooltip,
-        )
+        .encode(x=x_encoding(x, x), y=y_axis.encode("median"), tooltip=tooltip, **encoding)
     )
 
 

@@ -90,12 +90,16 @@ def chart_sections(
     trials: pl.DataFrame,
     limits: tuple[int, int],
     notes: list[str],
+    probes: Sequence[int] = (),
 ) -> list[ChartSection]:
-    """Every chart the data supports, in page order."""
+    """Every chart the data supports, in page order.
+
+    ``probes``: budgets measured off the run's grid, marked in the latency chart.
+    """
     x, y, group_columns = report_axes(regimes)
     max_panels, heatmap_min_groups = limits
     labels, _ = group_labels(regimes.curve, group_columns)
-    charts = [_latency_section(regimes, trials, labels, max_panels, notes)]
+    charts = [_latency_section(regimes, trials, labels, max_panels, notes, probes)]
     if labels.height >= heatmap_min_groups:
         caption = (
             f"Colour is the median {style.quantity(y)} over its smooth trend (log "
@@ -121,7 +125,12 @@ def chart_sections(
 
 
 def _latency_section(
-    regimes: Any, trials: pl.DataFrame, labels: pl.DataFrame, max_panels: int, notes: list[str]
+    regimes: Any,
+    trials: pl.DataFrame,
+    labels: pl.DataFrame,
+    max_panels: int,
+    notes: list[str],
+    probes: Sequence[int],
 ) -> ChartSection:
     x, y, group_columns = report_axes(regimes)
     order = labels[GROUP_FIELD].to_list()
@@ -145,6 +154,90 @@ def _latency_section(
         "trend and its CI. Orange rules: change points. Drag across the strip below the "
         "panels to zoom into a boundary; the menu under the chart shows one group."
     )
+    if probes:
+        caption += " Diamonds: budgets probed off the grid to refine a boundary."
     title = f"{style.quantity(y).capitalize()} by {style.quantity(x)}"
-    chart = plot.latency_chart(regimes, trials, groups=shown)
+    chart = plot.latency_chart(regimes, trials, groups=shown, probes=probes)
     return ChartSection("latency", title, caption, chart)
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """The boundary refinement a run holds: the result read back and its chart."""
+
+    result: Any
+    chart: alt.TopLevelMixin
+    caption: str
+
+
+_REFINE_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed")
+"""Options of ``detect_regimes`` that ``refine_boundaries`` takes too."""
+
+
+def probe_budgets(trials: pl.DataFrame, meta: dict[str, Any]) -> list[int]:
+    """Return the budgets measured off the spec's grid (refinement probes), sorted.
+
+    Empty when the run has no spec grid (``meta.json`` ``spec.budgets``) or none off it.
+    """
+    grid = (meta.get("spec") or {}).get("budgets")
+    if not grid or "budget" not in trials.columns:
+        return []
+    present = trials.get_column("budget").drop_nulls().unique().to_list()
+    return sorted(set(present) - set(grid))
+
+
+def refinement(
+    trials: pl.DataFrame,
+    meta: dict[str, Any],
+    detect_options: dict[str, Any],
+    notes: list[str],
+) -> Refinement | None:
+    """Read back the refinement of a run that holds probes off its grid, else ``None``.
+
+    The brackets come from the probes on disk (:func:`regimes.refine_boundaries` with
+    no generation allowed): nothing is measured and no collector is loaded. A run
+    without probes costs nothing here.
+    """
+    if not probe_budgets(trials, meta):
+        return None
+    from regimes.refine import refine_boundaries
+
+    options = {k: v for k, v in detect_options.items() if k in _REFINE_OPTIONS}
+    grid = meta["spec"]["budgets"]
+    try:
+        result = refine_boundaries(trials, grid=grid, max_generations=0, **options)
+    except RegimesInputError as exc:
+        notes.append(f"Boundary refinement not shown: {exc}")
+        return None
+    if result.boundaries.height == 0:
+        notes.append(
+            "The run holds budgets off its grid, but the grid shows no boundary to refine."
+        )
+        return None
+    caption = (
+        "Each refined curve: faint points are trials, black points the grid budgets' "
+        "medians, coloured shapes the probes' medians by decision. The light band is a "
+        "boundary's grid bracket, the dark one (between two rules) its refined bracket, "
+        "labelled kind low|high. Drag across the strip to zoom into a bracket."
+    )
+    return Refinement(result, plot.refine_chart(result), caption)
+
+
+def refinement_findings(result: Any) -> list[str]:
+    """One sentence per refined boundary: its bracket, where it started, its cost."""
+    lines = []
+    label_columns = result.params.get("label_columns", [])
+    for row in result.boundaries.iter_rows(named=True):
+        who = " · ".join(str(row[c]) for c in label_columns if row.get(c) is not None)
+        what = "KV-cache speedup" if row["source"] == "speedup" else "latency"
+        where = (
+            f"lies between budgets {row['low']} and {row['high']}"
+            if row["resolved"]
+            else f"is still open between budgets {row['low']} and {row['high']} ({row['status']})"
+        )
+        lines.append(
+            f"{who + ': ' if who else ''}the {what} {row['kind']} {where}, refined from the "
+            f"grid's {row['grid_low']}–{row['grid_high']} with {row['probes']} probe(s), "
+            f"{row['generations']} generation(s)."
+        )
+    return lines

@@ -12,6 +12,8 @@ Reachable as ``regimes.plot``. Each chart lives in its own module behind this on
 - :func:`comparison_chart`: two runs, their regimes and what changed between them;
 - :func:`history_chart`, :func:`backends_chart`, :func:`memory_chart`,
   :func:`phase_excess_chart`, :func:`alignment_chart`: the explanations;
+- :func:`refine_chart`: each refined boundary, its probes and its bracket to the
+  token (the chart of :func:`regimes.refine_boundaries`);
 - :func:`result_chart`: the chart of any analysis result (what ``result.chart()``
   returns), including the explanations' charts.
 
@@ -37,6 +39,7 @@ from regimes.viz._history_chart import history_chart
 from regimes.viz._latency import latency_chart
 from regimes.viz._overview import overview_heatmap
 from regimes.viz._phases import phase_chart
+from regimes.viz._refine_chart import refine_chart
 from regimes.viz._save import enable_notebook, save, vegalite_version
 from regimes.viz._speedup import speedup_chart
 
@@ -55,6 +58,7 @@ __all__ = [
     "phase_chart",
     "phase_excess_chart",
     "phases_result_chart",
+    "refine_chart",
     "report_axes",
     "result_chart",
     "save",

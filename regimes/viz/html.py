@@ -32,9 +32,13 @@ from regimes.viz._explanations import Explanation, run_explanations
 from regimes.viz._frames import GROUP_FIELD, group_labels, report_axes
 from regimes.viz._sections import (
     ChartSection,
+    Refinement,
     chart_sections,
     compare,
     comparison_section,
+    probe_budgets,
+    refinement,
+    refinement_findings,
     try_speedup,
 )
 from regimes.viz._tables import (
@@ -82,6 +86,10 @@ class RunReport:
         The explanations the data supported.
     comparison : ComparisonResult or None
         This run against a base run, when the report was given one.
+    refinement : Refinement or None
+        The boundary refinement read back from the run's probes (``result``, a
+        :class:`regimes.RefineResult`, and its ``chart``), when the run holds budgets
+        off its spec's grid.
     """
 
     title: str
@@ -94,6 +102,7 @@ class RunReport:
     errors: pl.DataFrame | None = None
     explanations: list[Explanation] = field(default_factory=list)
     comparison: Any = None
+    refinement: Refinement | None = None
 
     @property
     def x(self) -> str:
@@ -123,6 +132,8 @@ class RunReport:
             lines += _findings.comparison_findings(self.comparison)
         if self.speedup is not None:
             lines += _findings.collapse_findings(self.speedup, self.x)
+        if self.refinement is not None:
+            lines += refinement_findings(self.refinement.result)
         labels = group_labels(self.regimes.curve, self.group_columns)[0]
         for item in self.explanations:
             lines += _findings.explanation_findings(item.result, labels)
@@ -148,6 +159,7 @@ class RunReport:
             _page.contents(self._contents()),
             self._findings_html(),
             self._charts_html(),
+            self._refinement_html(),
             self._explanations_html(),
             self._tables_html(),
             self._data_html(),
@@ -187,9 +199,12 @@ class RunReport:
     def figures(self) -> list[tuple[str, alt.TopLevelMixin]]:
         """Return every chart of the page as ``(key, chart)``, in page order.
 
-        The charts come first, then the explanations' charts (keyed ``explain-<key>``).
+        The charts come first, then the refinement's (keyed ``refine``), then the
+        explanations' charts (keyed ``explain-<key>``).
         """
         charts = [(s.key, s.chart) for s in self.charts]
+        if self.refinement is not None:
+            charts.append(("refine", self.refinement.chart))
         charts += [(f"explain-{e.key}", e.chart) for e in self.explanations if e.chart is not None]
         return charts
 
@@ -206,6 +221,8 @@ class RunReport:
     def _contents(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
         sections: list[tuple[str, str, list[tuple[str, str]]]] = [("findings", "Findings", [])]
         sections.append(("charts", "Charts", [(f"figure-{s.key}", s.title) for s in self.charts]))
+        if self.refinement is not None:
+            sections.append(("refinement", "Boundary refinement", []))
         if self.explanations:
             explained = [(f"explain-{e.key}", e.title) for e in self.explanations]
             sections.append(("explanations", "What the anomalies go with", explained))
@@ -226,6 +243,21 @@ class RunReport:
     def _charts_html(self) -> str:
         blocks = [_figure(s.key, s.title, s.caption, "h3") for s in self.charts]
         return "<section id='charts'><h2>Charts</h2>" + "".join(blocks) + "</section>"
+
+    def _refinement_html(self) -> str:
+        if self.refinement is None:
+            return ""
+        result = self.refinement.result
+        cost = result.summary().splitlines()[-1] if result.dense_generations else ""
+        return (
+            "<section id='refinement'><h2>Boundary refinement</h2>"
+            f"<p>The probes this run holds off its grid, read back: {escape(cost)}</p>"
+            + _figure("refine", "", self.refinement.caption, "h3")
+            + html_table(result.boundaries, caption="Boundaries, each to its refined bracket")
+            + f"<details><summary>Probes ({result.probes.height})</summary>"
+            + html_table(result.probes)
+            + "</details></section>"
+        )
 
     def _explanations_html(self) -> str:
         if not self.explanations:
@@ -465,8 +497,9 @@ def build_report(
     -------
     RunReport
         The analyses, charts (latency; heatmap; speedup; phases, each when the data
-        supports it) and the explanations the data supports (phases, backends,
-        memory, prompt lengths); :meth:`RunReport.write` renders it.
+        supports it), the boundary refinement when the run holds probes off its grid
+        (read back, never measured), and the explanations the data supports (phases,
+        backends, memory, prompt lengths); :meth:`RunReport.write` renders it.
 
     Raises
     ------
@@ -496,7 +529,9 @@ def build_report(
     trials = validate_trials(run.trials, x=x, y=y, required=[*group_columns, x, y])
     if speedup is None:
         speedup = try_speedup(run.trials, (x, y), by, detect_options, notes)
-    charts = chart_sections(regimes, speedup, trials, (max_panels, heatmap_min_groups), notes)
+    limits = (max_panels, heatmap_min_groups)
+    probes = probe_budgets(run.trials, run.meta)
+    charts = chart_sections(regimes, speedup, trials, limits, notes, probes)
     comparison = None
     if baseline is not None:
         comparison = compare(_as_run(baseline).trials, run.trials, (x, y), by, detect_options)
@@ -507,6 +542,7 @@ def build_report(
                 "No curve of this run matches one of the base run on "
                 f"{', '.join(comparison.group_columns)}; pass by= to match on fewer columns."
             )
+    refined = refinement(run.trials, run.meta, detect_options, notes)
     name = run.meta.get("name") or run.meta.get("run_id") or (run.path.name if run.path else "")
     return RunReport(
         title=title or f"regimes report{': ' + str(name) if name else ''}",
@@ -519,6 +555,7 @@ def build_report(
         errors=run.errors,
         explanations=run_explanations(run.trials, trials, regimes, detect_options, notes),
         comparison=comparison,
+        refinement=refined,
     )
 
 

@@ -388,3 +388,18 @@ def test_cli_json_reports_each_boundary_of_a_refined_run(acceptance, tmp_path, c
 def test_cli_missing_run_is_one_line_and_status_2(tmp_path, capsys):
     assert main(["refine", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_no_generation_allowed_reads_a_run_back_without_building_a_prober(tmp_path, monkeypatch):
+    oracle = SimulatedProbe(505, 633, factor=3.0, seed=1)
+    coarse = oracle.sweep(GRID, trials=3)
+    writer = RunWriter(tmp_path / "run", {"spec": {"budgets": GRID}, "source": "synthetic"})
+    writer.write_trials(coarse.select([c for c in regimes.TRIAL_SCHEMA if c in coarse.columns]))
+
+    def no_prober(*args):
+        raise AssertionError("a prober (the collectors, torch) was built")
+
+    monkeypatch.setattr("regimes.refine._default_prober", no_prober)
+    result = refine_boundaries(tmp_path / "run", max_generations=0)
+    assert set(result.boundaries.get_column("status")) == {"max_generations"}
+    assert result.generations == 0 and result.trials.height == coarse.height

@@ -94,6 +94,40 @@ def test_scan_is_lazy_and_a_filter_reads_only_what_it_keeps():
     assert opt.height == regimes.load(OPT).height
 
 
+def test_public_scan_reads_parts_lazily_with_parquet_scans():
+    frame = regimes.scan([GPT2, OPT], verify=False)
+    plan = frame.filter(pl.col("model") == "opt-125m").select("budget").explain()
+    assert "parquet" in plan.lower()
+    assert (
+        frame.collect()
+        .sort(["run_id", "order"])
+        .equals(regimes.load([GPT2, OPT]).sort(["run_id", "order"]))
+    )
+
+
+def test_scan_refuses_a_damaged_part_by_name_or_reads_the_original_rows(tmp_path):
+    writer = RunWriter(tmp_path / "run", {"environment": _environment("2.5.0", "box-a")})
+    writer.write_trials([_row(b, t, 2 * b + t) for b in (8, 16, 24) for t in (0, 1)])
+    part = next((tmp_path / "run" / "trials").glob("*.parquet"))
+    original = part.read_bytes()
+    expected = regimes.load([tmp_path / "run"])
+    refused = 0
+    for offset in range(0, len(original), max(1, len(original) // 60)):
+        damaged = bytearray(original)
+        damaged[offset] ^= 0xFF
+        part.write_bytes(bytes(damaged))
+        try:
+            frame = regimes.scan([tmp_path / "run"]).collect()
+        except RegimesInputError as exc:
+            assert part.name in str(exc)
+            refused += 1
+            continue
+        assert frame.equals(expected), offset
+    assert refused > 0
+    part.write_bytes(original)
+    assert regimes.scan([tmp_path / "run"], verify=False).collect().equals(expected)
+
+
 def test_run_id_and_device_come_from_meta_when_trials_lack_them(tmp_path):
     writer = RunWriter(tmp_path / "run", {"environment": _environment("2.5.0", "box-a")})
     writer.write_trials([_row(8, 0, 1), _row(8, 1, 0)])
