@@ -157,7 +157,9 @@ def test_fleet_sweep_survives_a_killed_worker(
 ) -> None:
     address, procs = cluster
     spec, out = tmp_path / "fleet.toml", tmp_path / "run"
-    spec.write_text(SPEC)
+    # Every generation slowed 20x (synthetic timings): a tiny-gpt2 session otherwise
+    # ends within milliseconds of its first trial, and the kill would land after it.
+    spec.write_text(SPEC + "inject = { start = 2, stop = 8, factor = 20.0 }\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen(
         _collect(spec, out, address),
