@@ -21,8 +21,9 @@ Both are batched: one call fits every curve of one length.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -132,27 +133,78 @@ def _basis(u: np.ndarray, degree: int) -> np.ndarray:
 
 
 def segment_index(breaks: Sequence[Sequence[int]], n_cells: int) -> np.ndarray:
-    ids = np.zeros((len(breaks), n_cells), dtype=np.int64)
-    for g, cuts in enumerate(breaks):
-        for b in cuts:
-            ids[g, b:] += 1
-    return ids
+    """Segment number of every cell (curves x cells): how many breaks are at or before it."""
+    starts = np.zeros((len(breaks), n_cells + 1), dtype=np.int64)
+    rows = np.repeat(np.arange(len(breaks)), [len(b) for b in breaks])
+    cuts = np.fromiter(chain.from_iterable(breaks), dtype=np.int64, count=rows.size)
+    # a count per break start, summed along the curve: one pass, not a slice per break
+    np.add.at(starts, (rows, np.minimum(cuts, n_cells)), 1)
+    return np.cumsum(starts[:, :n_cells], axis=1)
 
 
 def centre_within(values: np.ndarray, weight: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:
     """Subtract each segment's weighted mean (per curve) from ``values`` (G, N[, P])."""
+    return _centre_many((values,), weight, segment_ids)[0]
+
+
+def _centre_many(
+    arrays: Sequence[np.ndarray], weight: np.ndarray, segment_ids: np.ndarray
+) -> list[np.ndarray]:
+    """:func:`centre_within` of several arrays at one set of weights and segments.
+
+    The segments' weight totals are summed once for all of them, and the ``P`` columns
+    of a 3-D array in one ``bincount`` (bin ``segment * P + column``): each bin still
+    sums its own cells in cell order, so the means are those of one column at a time.
+    """
     g, n = segment_ids.shape
     flat = (segment_ids + n * np.arange(g)[:, None]).ravel()
     total = np.bincount(flat, weights=weight.ravel(), minlength=g * n)
     safe = np.where(total > 0, total, 1.0)
+    out = []
+    for values in arrays:
+        if values.ndim == 2:
+            means = np.bincount(flat, weights=(weight * values).ravel(), minlength=g * n) / safe
+            out.append(values - means[flat].reshape(g, n))
+            continue
+        p = values.shape[2]
+        bins = (flat[:, None] * p + np.arange(p)).ravel()
+        sums = np.bincount(bins, weights=(weight[..., None] * values).ravel(), minlength=g * n * p)
+        # a flat gather: indexing rows of a 2-D array of means is several times slower
+        means = sums / np.repeat(safe, p)
+        out.append(values - means[bins].reshape(g, n, p))
+    return out
 
-    def centre(column: np.ndarray) -> np.ndarray:
-        means = np.bincount(flat, weights=(weight * column).ravel(), minlength=g * n) / safe
-        return column - means[flat].reshape(g, n)
 
-    if values.ndim == 2:
-        return centre(values)
-    return np.stack([centre(values[..., k]) for k in range(values.shape[2])], axis=2)
+def _biweight_step(
+    design: np.ndarray,
+    values: np.ndarray,
+    sd: np.ndarray,
+    prior: np.ndarray,
+    active: np.ndarray,
+    segment_ids: np.ndarray | None,
+    weight: np.ndarray,
+    median: Callable[..., np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """One IRLS step of :func:`_batched_biweight`: coefficients and the next weights."""
+    k = design.shape[2]
+    x, y = (design, values)
+    if segment_ids is not None:
+        x, y = _centre_many((design, values), weight, segment_ids)
+    xw = x * weight[..., None]
+    xw_t = np.swapaxes(xw, 1, 2)
+    normal = xw_t @ x
+    scale_diag = np.trace(normal, axis1=1, axis2=2)[:, None, None] / k + 1e-300
+    ridge = 1e-10 * np.eye(k)
+    coef = np.linalg.solve(normal + ridge * scale_diag, xw_t @ y[..., None])[..., 0]
+    z = np.where(active, (y - (x @ coef[..., None])[..., 0]) / sd, np.nan)
+    centre = median(z, axis=1, keepdims=True)
+    scale = np.maximum(1.0, 1.4826 * median(np.abs(z - centre), axis=1, keepdims=True))
+    r = np.nan_to_num(z / (_BIWEIGHT_C * scale), nan=2.0)
+    bi = np.where(np.abs(r) < 1.0, (1.0 - r**2) ** 2, 0.0)
+    new_weight = prior * bi
+    # a curve left with too few points keeps its previous weights
+    enough = (np.count_nonzero(new_weight, axis=1) > k)[:, None]
+    return coef, np.where(enough, new_weight, weight)
 
 
 def _batched_biweight(
@@ -174,39 +226,24 @@ def _batched_biweight(
     Returns coefficients (curves, k), final weights and the final (centred) design.
     """
     prior = np.where(active, 1.0 / variance, 0.0)
-    every_point = bool(active.all())
-    sd = np.sqrt(variance)
-    weight = prior
-    k = design.shape[2]
-    ridge = 1e-10 * np.eye(k)
+    median = np.median if bool(active.all()) else np.nanmedian
+    weight = prior.copy()
+    final = np.zeros((design.shape[0], design.shape[2]))
     # each curve stops when its own weights settle, so a curve's fit never depends on
-    # which other curves share its batch
-    done = np.zeros(design.shape[0], dtype=bool)
-    final = np.zeros((design.shape[0], k))
+    # which other curves share its batch; every step works on the unsettled rows only
+    # (each row's arithmetic is its own, so dropping settled rows changes no result)
+    live = np.arange(design.shape[0])
+    rows = (design, values, np.sqrt(variance), prior, active, segment_ids)
     for _ in range(iterations):
-        x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
-        y = centre_within(values, weight, segment_ids) if segment_ids is not None else values
-        xw = x * weight[..., None]
-        xw_t = np.swapaxes(xw, 1, 2)
-        normal = xw_t @ x
-        scale_diag = np.trace(normal, axis1=1, axis2=2)[:, None, None] / k + 1e-300
-        coef = np.linalg.solve(normal + ridge * scale_diag, xw_t @ y[..., None])[..., 0]
-        z = np.where(active, (y - (x @ coef[..., None])[..., 0]) / sd, np.nan)
-        median = np.median if every_point else np.nanmedian
-        centre = median(z, axis=1, keepdims=True)
-        scale = np.maximum(1.0, 1.4826 * median(np.abs(z - centre), axis=1, keepdims=True))
-        r = np.nan_to_num(z / (_BIWEIGHT_C * scale), nan=2.0)
-        bi = np.where(np.abs(r) < 1.0, (1.0 - r**2) ** 2, 0.0)
-        new_weight = prior * bi
-        # a curve left with too few points keeps its previous weights
-        enough = (np.count_nonzero(new_weight, axis=1) > k)[:, None]
-        new_weight = np.where(enough, new_weight, weight)
-        settled = ~done & np.all(np.isclose(new_weight, weight, rtol=1e-6, atol=0.0), axis=1)
-        final[~done] = coef[~done]
-        weight = np.where(done[:, None], weight, new_weight)
-        done |= settled
-        if done.all():
+        coef, new_weight = _biweight_step(*rows, weight[live], median)
+        final[live] = coef
+        moving = ~np.all(np.isclose(new_weight, weight[live], rtol=1e-6, atol=0.0), axis=1)
+        weight[live] = new_weight
+        if not moving.any():
             break
+        if not moving.all():
+            live = live[moving]
+            rows = tuple(None if a is None else a[moving] for a in rows)  # type: ignore[assignment]
     x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
     return final, weight, x
 
