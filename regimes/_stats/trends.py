@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 
 import numpy as np
@@ -175,6 +176,19 @@ def _centre_many(
     return out
 
 
+def _row_medians(z: np.ndarray) -> np.ndarray:
+    """``np.median(z, axis=1, keepdims=True)`` from one sort of the rows.
+
+    Rows of a few dozen values sort several times faster than numpy's median partitions
+    them; the median is the same mean of the two middle values (of the middle one twice
+    for odd rows, which is exact), and a row holding NaN gives NaN, as numpy's does.
+    """
+    n = z.shape[1]
+    ordered = np.sort(z, axis=1)
+    middle = np.mean(ordered[:, [(n - 1) // 2, n // 2]], axis=1, keepdims=True)
+    return np.where(np.isnan(ordered[:, -1:]), np.nan, middle)
+
+
 def _biweight_step(
     design: np.ndarray,
     values: np.ndarray,
@@ -197,8 +211,8 @@ def _biweight_step(
     ridge = 1e-10 * np.eye(k)
     coef = np.linalg.solve(normal + ridge * scale_diag, xw_t @ y[..., None])[..., 0]
     z = np.where(active, (y - (x @ coef[..., None])[..., 0]) / sd, np.nan)
-    centre = median(z, axis=1, keepdims=True)
-    scale = np.maximum(1.0, 1.4826 * median(np.abs(z - centre), axis=1, keepdims=True))
+    centre = median(z)
+    scale = np.maximum(1.0, 1.4826 * median(np.abs(z - centre)))
     r = np.nan_to_num(z / (_BIWEIGHT_C * scale), nan=2.0)
     bi = np.where(np.abs(r) < 1.0, (1.0 - r**2) ** 2, 0.0)
     new_weight = prior * bi
@@ -226,7 +240,7 @@ def _batched_biweight(
     Returns coefficients (curves, k), final weights and the final (centred) design.
     """
     prior = np.where(active, 1.0 / variance, 0.0)
-    median = np.median if bool(active.all()) else np.nanmedian
+    median = _row_medians if bool(active.all()) else partial(np.nanmedian, axis=1, keepdims=True)
     weight = prior.copy()
     final = np.zeros((design.shape[0], design.shape[2]))
     # each curve stops when its own weights settle, so a curve's fit never depends on
