@@ -55,7 +55,7 @@ from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
 from regimes._stats.regimes import Regime, find_regimes, regime_groups
 from regimes._stats.segmentation import bic_penalty, edge_breaks, segment_curves
-from regimes._stats.trends import SmoothTrend, grouped_trends, level_trend, trend_coordinate
+from regimes._stats.trends import SmoothTrend, grouped_trends, level_trends, trend_coordinate
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.errors import RegimesInputError, RegimesWarning
@@ -465,21 +465,31 @@ def _segment_all(
     for t in np.unique(lengths[lengths >= MIN_CELLS]):
         members = np.flatnonzero(lengths == t)
         index = cells.starts[members][:, None] + np.arange(t)
-        tau2 = np.asarray([taus[m][0] for m in members])[:, None]
+        total = cells.var[index] + np.asarray([taus[m][0] for m in members])[:, None]
         found = segment_curves(
-            cells.u[index],
-            cells.level[index],
-            cells.var[index] + tau2,
-            bic_penalty(int(t), penalty),
+            cells.u[index], cells.level[index], total, bic_penalty(int(t), penalty)
         )
-        for m, cuts, fit in zip(members, *found, strict=True):
-            a, b = cells.starts[m], cells.stops[m]
-            total = cells.var[a:b] + taus[m][0]
-            at_ends = edge_breaks(cells.u[a:b], cells.level[a:b], total, [])
-            edged = sorted({*cuts, *at_ends})
-            if edged != cuts:
-                fit = level_trend(cells.u[a:b], cells.level[a:b], total, edged)
-            segmented[int(m)] = (edged, _linear_ends(fit, cells.u[a:b], edged), at_ends)
+        fits = list(found[1])
+        edges = [
+            edge_breaks(cells.u[i], cells.level[i], v, [])
+            for i, v in zip(index, total, strict=True)
+        ]
+        edged = [sorted({*cuts, *ends}) for cuts, ends in zip(found[0], edges, strict=True)]
+        # curves given a break at an end are refitted together: one batched fit, each
+        # curve's arithmetic its own
+        redo = [k for k, cuts in enumerate(found[0]) if edged[k] != cuts]
+        if redo:
+            refits = level_trends(
+                cells.u[index[redo]],
+                cells.level[index[redo]],
+                total[redo],
+                [edged[k] for k in redo],
+            )
+            for k, fit in zip(redo, refits, strict=True):
+                fits[k] = fit
+        for k, m in enumerate(members):
+            u = cells.u[index[k]]
+            segmented[int(m)] = (edged[k], _linear_ends(fits[k], u, edged[k]), edges[k])
     return segmented
 
 
