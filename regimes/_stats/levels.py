@@ -248,6 +248,8 @@ def _run_medians(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Median of ``values`` per contiguous run of equal ``group`` (not sorted within)."""
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     sizes = np.diff(np.r_[starts, group.size])
+    if starts.size and bool((sizes == sizes[0]).all()):  # runs of one length: sort rows
+        return _middle(np.sort(values.reshape(starts.size, -1), axis=1).ravel(), starts, sizes)
     if starts.size * 50 < values.size:  # few long runs: a partition each beats one sort
         return np.asarray(
             [np.median(values[a : a + m]) for a, m in zip(starts, sizes, strict=True)]
@@ -311,12 +313,15 @@ def _curve_scale(s: _Sorted, block_median: np.ndarray) -> np.ndarray:
     deviation = np.abs(s.value - np.repeat(block_median, s.block_size))[keep]
     scaled = deviation / _block_mad(size[keep])
     curve = s.row_curve[keep]
-    curves = np.unique(s.row_curve)
+    # the trials are sorted by curve: its runs are its distinct values, in order, with
+    # no sort or search over every trial
+    first = np.flatnonzero(np.r_[True, s.row_curve[1:] != s.row_curve[:-1]])
+    curves = s.row_curve[first]
     sigma = np.full(curves.size, np.nan)
     if curve.size:
-        found = np.unique(curve)
+        found = curve[np.r_[True, curve[1:] != curve[:-1]]]
         sigma[np.searchsorted(curves, found)] = _run_medians(scaled, curve)
-    return sigma[np.searchsorted(curves, s.row_curve)]
+    return np.repeat(sigma, np.diff(np.r_[first, s.row_curve.size]))
 
 
 def _huber_cells(
