@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -145,20 +146,34 @@ def segment_index(breaks: Sequence[Sequence[int]], n_cells: int) -> np.ndarray:
 
 def centre_within(values: np.ndarray, weight: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:
     """Subtract each segment's weighted mean (per curve) from ``values`` (G, N[, P])."""
-    return _centre_many((values,), weight, segment_ids)[0]
+    p = values.shape[2] if values.ndim == 3 else 1
+    return _centre_many((values,), weight, _segment_bins(segment_ids, p))[0]
 
 
-def _centre_many(
-    arrays: Sequence[np.ndarray], weight: np.ndarray, segment_ids: np.ndarray
-) -> list[np.ndarray]:
+class _Bins(NamedTuple):
+    """Bincount bins of every cell's segment (``flat``) and of its ``p`` design columns."""
+
+    flat: np.ndarray
+    columns: np.ndarray
+    p: int
+
+
+def _segment_bins(segment_ids: np.ndarray, p: int) -> _Bins:
+    """Build the bins :func:`_centre_many` sums in, once for many weights."""
+    g, n = segment_ids.shape
+    flat = (segment_ids + n * np.arange(g)[:, None]).ravel()
+    return _Bins(flat, (flat[:, None] * p + np.arange(p)).ravel(), p)
+
+
+def _centre_many(arrays: Sequence[np.ndarray], weight: np.ndarray, bins: _Bins) -> list[np.ndarray]:
     """:func:`centre_within` of several arrays at one set of weights and segments.
 
     The segments' weight totals are summed once for all of them, and the ``P`` columns
     of a 3-D array in one ``bincount`` (bin ``segment * P + column``): each bin still
     sums its own cells in cell order, so the means are those of one column at a time.
     """
-    g, n = segment_ids.shape
-    flat = (segment_ids + n * np.arange(g)[:, None]).ravel()
+    g, n = weight.shape
+    flat, p = bins.flat, bins.p
     total = np.bincount(flat, weights=weight.ravel(), minlength=g * n)
     safe = np.where(total > 0, total, 1.0)
     out = []
@@ -167,12 +182,13 @@ def _centre_many(
             means = np.bincount(flat, weights=(weight * values).ravel(), minlength=g * n) / safe
             out.append(values - means[flat].reshape(g, n))
             continue
-        p = values.shape[2]
-        bins = (flat[:, None] * p + np.arange(p)).ravel()
-        sums = np.bincount(bins, weights=(weight[..., None] * values).ravel(), minlength=g * n * p)
-        # a flat gather: indexing rows of a 2-D array of means is several times slower
-        means = sums / np.repeat(safe, p)
-        out.append(values - means[bins].reshape(g, n, p))
+        sums = np.bincount(
+            bins.columns, weights=(weight[..., None] * values).ravel(), minlength=g * n * p
+        )
+        # in place, and a flat gather: indexing rows of a 2-D array of means is slower
+        per_cell = sums.reshape(g * n, p)
+        np.divide(per_cell, safe[:, None], out=per_cell)
+        out.append(values - sums[bins.columns].reshape(g, n, p))
     return out
 
 
@@ -195,15 +211,15 @@ def _biweight_step(
     sd: np.ndarray,
     prior: np.ndarray,
     active: np.ndarray,
-    segment_ids: np.ndarray | None,
+    bins: _Bins | None,
     weight: np.ndarray,
     median: Callable[..., np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
     """One IRLS step of :func:`_batched_biweight`: coefficients and the next weights."""
     k = design.shape[2]
     x, y = (design, values)
-    if segment_ids is not None:
-        x, y = _centre_many((design, values), weight, segment_ids)
+    if bins is not None:
+        x, y = _centre_many((design, values), weight, bins)
     xw = x * weight[..., None]
     xw_t = np.swapaxes(xw, 1, 2)
     normal = xw_t @ x
@@ -248,8 +264,10 @@ def _batched_biweight(
     # (each row's arithmetic is its own, so dropping settled rows changes no result)
     live = np.arange(design.shape[0])
     rows = (design, values, np.sqrt(variance), prior, active, segment_ids)
+    k = design.shape[2]
+    bins = _segment_bins(segment_ids, k) if segment_ids is not None else None
     for _ in range(iterations):
-        coef, new_weight = _biweight_step(*rows, weight[live], median)
+        coef, new_weight = _biweight_step(*rows[:5], bins, weight[live], median)
         final[live] = coef
         moving = ~np.all(np.isclose(new_weight, weight[live], rtol=1e-6, atol=0.0), axis=1)
         weight[live] = new_weight
@@ -258,6 +276,7 @@ def _batched_biweight(
         if not moving.all():
             live = live[moving]
             rows = tuple(None if a is None else a[moving] for a in rows)  # type: ignore[assignment]
+            bins = _segment_bins(rows[5], k) if rows[5] is not None else None
     x = centre_within(design, weight, segment_ids) if segment_ids is not None else design
     return final, weight, x
 
