@@ -685,6 +685,29 @@ def _decide(
     return _Decision(cp_q, q, chosen)
 
 
+def _curve_medians(cells: _Cells, values: np.ndarray, use: np.ndarray) -> np.ndarray:
+    """Per curve, ``np.median`` of ``values`` over its cells in ``use`` (NaN where none).
+
+    Curves of one length are sorted as the rows of one array, cells not used as ``inf``
+    at the end, and the two middle used values of each row averaged as numpy's median
+    averages them (a NaN among them gives NaN, as there): the same numbers, without a
+    call per curve.
+    """
+    lengths = cells.stops - cells.starts
+    out = np.full(lengths.size, np.nan)
+    for t in np.unique(lengths):
+        members = np.flatnonzero(lengths == t)
+        index = cells.starts[members][:, None] + np.arange(t)
+        kept, picked = use[index], values[index]
+        ordered = np.sort(np.where(kept, picked, np.inf), axis=1)
+        count = kept.sum(axis=1)
+        rows = np.arange(members.size)
+        middle = (ordered[rows, np.maximum(count - 1, 0) // 2] + ordered[rows, count // 2]) / 2.0
+        unusable = (count == 0) | (np.isnan(picked) & kept).any(axis=1)
+        out[members] = np.where(unusable, np.nan, middle)
+    return out
+
+
 def _baseline(
     cells: _Cells, fits: list[_CurveFit], candidates: list[_Candidate], chosen: list[int]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -700,15 +723,15 @@ def _baseline(
     anomalous = np.zeros(cells.curve.size, dtype=bool)
     for k in chosen:
         anomalous[candidates[k].start : candidates[k].end + 1] = True
-    for a, b in zip(cells.starts, cells.stops, strict=True):
-        normal = ~anomalous[a:b]
-        if b - a >= MIN_CELLS and normal.any():
-            log_trend[a:b] += np.median((cells.level[a:b] - log_trend[a:b])[normal])
+    sizes = cells.stops - cells.starts
+    shift = _curve_medians(cells, cells.level - log_trend, ~anomalous)
+    has_normal = np.add.reduceat((~anomalous).astype(np.int64), cells.starts) > 0
+    moved = np.repeat((sizes >= MIN_CELLS) & has_normal, sizes)
+    np.add(log_trend, np.repeat(shift, sizes), out=log_trend, where=moved)
     for k in chosen:
         log_trend[candidates[k].start : candidates[k].end + 1] = candidates[k].trend
-    offsets = np.zeros(cells.curve.size)
-    for a, b in zip(cells.starts, cells.stops, strict=True):
-        offsets[a:b] = np.median(cells.log_median[a:b] - cells.level[a:b])
+    everything = np.ones(cells.curve.size, dtype=bool)
+    offsets = np.repeat(_curve_medians(cells, cells.log_median - cells.level, everything), sizes)
     with np.errstate(over="ignore"):
         return np.exp(log_trend + offsets), anomalous
 
