@@ -267,7 +267,13 @@ def _paired_medians(
     """
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     sizes = np.diff(np.r_[starts, group.size])
-    order = np.lexsort((values, np.repeat(np.arange(starts.size), sizes)))
+    if starts.size and bool((sizes == sizes[0]).all()):
+        # runs of one length: a stable sort of each row is the lexsort's order, and an
+        # order of magnitude faster than one lexsort of every trial
+        rows = np.argsort(values.reshape(starts.size, -1), axis=1, kind="stable")
+        order = (rows + starts[:, None]).ravel()
+    else:
+        order = np.lexsort((values, np.repeat(np.arange(starts.size), sizes)))
     return _middle(values[order], starts, sizes), _middle(also[order], starts, sizes)
 
 
