@@ -313,11 +313,14 @@ def _curve_scale(s: _Sorted, block_median: np.ndarray) -> np.ndarray:
     deviation is 0 by construction, left out. A hiccup moves one deviation, not the
     scale. NaN for a curve without a block of two trials.
     """
-    size = np.repeat(s.block_size, s.block_size)
-    position = np.arange(s.value.size) - np.repeat(s.block_start, s.block_size)
-    keep = (size >= 2) & ((size % 2 == 0) | (position != size // 2))
+    # per block, then spread over its trials: the middle trial of an odd block (the one
+    # trial of a block of one) is left out, and the MAD factor looked up once a block
+    odd = s.block_size % 2 == 1
+    keep = np.ones(s.value.size, dtype=bool)
+    keep[s.block_start[odd] + s.block_size[odd] // 2] = False
+    mad = np.repeat(_block_mad(np.maximum(s.block_size, 2)), s.block_size)
     deviation = np.abs(s.value - np.repeat(block_median, s.block_size))[keep]
-    scaled = deviation / _block_mad(size[keep])
+    scaled = deviation / mad[keep]
     curve = s.row_curve[keep]
     # the trials are sorted by curve: its runs are its distinct values, in order, with
     # no sort or search over every trial
