@@ -51,20 +51,33 @@ def offered_backends() -> tuple[str, ...]:
     return tuple(b for b in available if b in names) if names else available
 
 
-def session_environment() -> tuple[dict[str, str], list[str]]:
+def _under_nanny() -> bool:
+    """Whether this code runs in a Dask worker that a nanny started."""
+    from distributed import get_worker
+
+    try:
+        return get_worker().nanny is not None
+    except ValueError:  # not inside a worker
+        return False
+
+
+def session_environment(nannied: bool | None = None) -> tuple[dict[str, str], list[str]]:
     """Return the environment of a session process started here, and what it unpins.
 
     A Dask nanny starts its worker with ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
     ``OPENBLAS_NUM_THREADS`` set to 1 (``distributed.nanny.pre-spawn-environ``), which
     suits many tasks in one process and would make every CPU timing of a fleet sweep
-    single-threaded. A session process gets them removed where they hold exactly the
-    nanny's value, so that it times what a sweep started on that machine by hand would;
-    a value the user set otherwise is kept.
+    single-threaded. Under a nanny (``nannied``; default: found out), a session process
+    gets them removed where they hold exactly the nanny's value, so that it times what a
+    sweep started on that machine by hand would. Any other value is kept, and so is
+    every value in a worker started with ``--no-nanny``: the way to pin threads.
     """
     import dask.config
 
-    pinned = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
     env = dict(os.environ)
+    if not (_under_nanny() if nannied is None else nannied):
+        return env, []
+    pinned = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
     unpinned = [
         name
         for name, value in pinned.items()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dask.config
+import distributed  # noqa: F401  (its config defaults must exist before dask.config.set)
 import pytest
 
+from collectors._fleet import remote
 from collectors._fleet.remote import probe, session_environment
 
 NANNY = {"MALLOC_TRIM_THRESHOLD_": 65536, "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1}
@@ -15,7 +17,9 @@ def test_thread_variables_pinned_by_a_nanny_are_removed(monkeypatch: pytest.Monk
     monkeypatch.setenv("MKL_NUM_THREADS", "4")  # the user's own choice
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     with dask.config.set({"distributed.nanny.pre-spawn-environ": NANNY}):
-        env, unpinned = session_environment()
+        env, unpinned = session_environment(nannied=True)
+        kept, none = session_environment(nannied=False)  # a --no-nanny worker
+    assert none == [] and kept["OMP_NUM_THREADS"] == "1"
     assert unpinned == ["OMP_NUM_THREADS"]
     assert "OMP_NUM_THREADS" not in env
     assert env["MKL_NUM_THREADS"] == "4"
@@ -23,6 +27,7 @@ def test_thread_variables_pinned_by_a_nanny_are_removed(monkeypatch: pytest.Monk
 
 
 def test_the_probe_reports_the_sessions_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote, "_under_nanny", lambda: True)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("REGIMES_BACKENDS", "cpu")
     with dask.config.set({"distributed.nanny.pre-spawn-environ": NANNY}):
@@ -32,6 +37,13 @@ def test_the_probe_reports_the_sessions_environment(monkeypatch: pytest.MonkeyPa
     assert environment["env"]["OMP_NUM_THREADS"] is None
     assert environment["unpinned_by_fleet"] == ["OMP_NUM_THREADS"]
     assert "torch_threads" not in environment
+
+
+def test_outside_a_worker_nothing_is_unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": NANNY}):
+        env, unpinned = session_environment()
+    assert unpinned == [] and env["OMP_NUM_THREADS"] == "1"
 
 
 def test_the_probe_records_how_quiet_the_host_is(monkeypatch: pytest.MonkeyPatch) -> None:
