@@ -164,3 +164,33 @@ def assert_frame_close() -> Callable[[pl.DataFrame, pl.DataFrame, float], None]:
         assert_frame_equal(left, right, check_exact=False, **{keyword: rel})
 
     return check
+
+
+# A finder whose loader refuses torch and transformers: every import of them raises
+# ModuleNotFoundError, as on a broken or absent install. (Not sys.modules[name] = None:
+# scipy looks torch up in sys.modules and would trip over the None; and the finder must
+# still return a spec, since polars only probes for torch with importlib.util.find_spec.)
+_WITHOUT_TORCH = """
+import importlib.abc, importlib.machinery, sys
+
+class Refuse(importlib.abc.Loader):
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+
+    def exec_module(self, module):
+        raise ModuleNotFoundError(f"No module named {module.__name__!r}")
+
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers"):
+            return importlib.machinery.ModuleSpec(name, Refuse())
+        return None
+
+sys.meta_path.insert(0, NoTorch())
+"""
+
+
+@pytest.fixture
+def without_torch() -> str:
+    """Python source to start a ``python -c`` script with: torch and transformers absent."""
+    return _WITHOUT_TORCH

@@ -228,33 +228,13 @@ def test_collect_exits_non_zero_with_a_count_when_a_case_failed(tmp_path, capsys
     assert main(["collect", str(spec_path), "-o", str(out), "-q"]) == 4  # and a rerun says so
 
 
-NO_TORCH = textwrap.dedent(
-    """
-    import importlib.abc, importlib.machinery, sys
-
-    class Refuse(importlib.abc.Loader):
-        def create_module(self, spec):
-            raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
-
-        def exec_module(self, module):
-            raise ModuleNotFoundError(f"No module named {module.__name__!r}")
-
-    class NoTorch(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("torch", "transformers"):
-                return importlib.machinery.ModuleSpec(name, Refuse())
-            return None
-
-    sys.meta_path.insert(0, NoTorch())
-    from regimes.cli import main
-    sys.exit(main(sys.argv[1:]))
-    """
-)
+RUN_THE_CLI = "from regimes.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
-def test_collect_without_torch_says_to_install_the_collect_extra(tmp_path):
+def test_collect_without_torch_says_to_install_the_collect_extra(tmp_path, without_torch):
+    script = without_torch + RUN_THE_CLI
     done = subprocess.run(
-        [sys.executable, "-c", NO_TORCH, "collect", str(TINY_CPU), "-o", str(tmp_path / "r")],
+        [sys.executable, "-c", script, "collect", str(TINY_CPU), "-o", str(tmp_path / "r")],
         capture_output=True,
         text=True,
         cwd=ROOT,
