@@ -91,7 +91,7 @@ def treat_p_values(
     se: np.ndarray,
     dof: np.ndarray,
     direction: str,
-    threshold: float,
+    threshold: float | np.ndarray,
     family: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     r"""Return TREAT p-values against a log-ratio ``threshold``, scan-adjusted.
@@ -101,6 +101,8 @@ def treat_p_values(
     :math:`c = (|D| - \tau)/\mathrm{se}` (signed :math:`D` for one direction), the
     p-value is :math:`P(T \ge c)`, plus :math:`P(T \ge c + 2\tau/\mathrm{se})` two-sided,
     where :math:`T` is Student's t with the test's df.
+
+    ``threshold`` is one value, or one per test when no ``family`` is given.
 
     ``family`` is ``(se, count)`` of the other intervals the test was picked from. Each
     adds the chance that it would have looked as extreme on a smooth curve, a union

@@ -411,20 +411,27 @@ def _run(labels: np.ndarray, first: int, step: int) -> np.ndarray:
     return np.asarray(sorted(cells), dtype=np.int64)
 
 
-def _boundary_gates(tests: _Contrasts, regime: Regime, labels: np.ndarray) -> list[Test]:
+def _boundary_gates(
+    tests: _Contrasts, regime: Regime, labels: np.ndarray
+) -> tuple[list[Test], list[bool]]:
     """Test the jumps at the regime's boundaries inside the grid.
 
-    Each is between the runs of one level on either side of it.
+    Each is between the runs of one level on either side of it. Second, for each,
+    whether the cells across it are the regime's reference level (the normal cells, or
+    the enclosing regime's own for a nested one) rather than another regime.
     """
     t = tests.est.u.size
-    gates = []
+    reference = regime.parent + 1
+    gates, facing = [], []
     if regime.start > 0:
         before = _run(labels, regime.start - 1, -1)
         gates.append(_discontinuity(tests, before, _run(labels, regime.start, 1)))
+        facing.append(bool(labels[regime.start - 1] == reference))
     if regime.end < t - 1:
         after = _run(labels, regime.end + 1, 1)
         gates.append(_discontinuity(tests, _run(labels, regime.end, -1), after))
-    return gates
+        facing.append(bool(labels[regime.end + 1] == reference))
+    return gates, facing
 
 
 def regime_tests(
@@ -464,15 +471,19 @@ def regime_tests(
     family = scan_family(tests.total_var, flank)
     p = treat_p_values(estimate, se, dof, direction, threshold, family) if kept else estimate
     for k, regime in enumerate(kept):
-        gates = np.asarray(_boundary_gates(tests, regime, labels), dtype=float).reshape(-1, 3)
+        found, facing = _boundary_gates(tests, regime, labels)
+        gates = np.asarray(found, dtype=float).reshape(-1, 3)
         if gates.size:
             # a boundary may face a flank or another regime: the jump's size counts, in
             # whichever direction the levels on either side put it
             jump = np.abs(gates[:, 0])
             # a regime with one flank (a step) claims a level shift of at least the
-            # threshold, and only its inner boundary can show one: a bend of the trend
-            # moves the level as far, gradually, without that jump (docs/method.md)
-            floor = threshold if regime.left.size == 0 or regime.right.size == 0 else 0.0
+            # threshold from its reference, and only a boundary facing that reference can
+            # show one: a bend of the trend moves the level as far, gradually, without
+            # that jump (docs/method.md). A boundary facing another regime only has to
+            # show a jump: the two were cut apart for differing by the threshold already.
+            one_flank = regime.left.size == 0 or regime.right.size == 0
+            floor = np.where(np.asarray(facing) & one_flank, threshold, 0.0)
             gate_p = treat_p_values(jump, gates[:, 1], gates[:, 2], "up", floor)
             p[k] = max(p[k], float(gate_p.max()))
     peaks = [

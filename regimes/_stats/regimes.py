@@ -232,6 +232,12 @@ def _reference(
     start = _start(levels, threshold)
     if support(start) > EDGE_CELLS:
         return [j for j in range(k) if near(start, j)]
+    # the first cell alone may be tilted off the next by the extrapolated trend (or be
+    # an anomaly of its own): the start is then read from the segments after it
+    if sizes[0] == 1 and k > 2:
+        after = [j + 1 for j in _start(_Levels(levels.level[1:], levels.cov[1:, 1:]), threshold)]
+        if support(after) > EDGE_CELLS:
+            return [j for j in range(k) if near(after, j)]
     ends = sorted(
         {j for j in range(k) if levels.close(j, 0, threshold) or levels.close(j, k - 1, threshold)}
     )

@@ -67,26 +67,31 @@ class SmoothTrend:
         """Coefficients on the levels of the residual contrast ``c @ (level - G)``."""
         return c - (c @ self.basis) @ self.coef_map
 
-    def linear_ends(self, u: np.ndarray, lead: int, trail: int) -> SmoothTrend:
+    def linear_ends(
+        self, u: np.ndarray, lead: int, trail: int, lead_degree: int = 1
+    ) -> SmoothTrend:
         """Continue the trend linearly over its first ``lead`` and last ``trail`` cells.
 
         A polynomial is least reliable where it is extrapolated: at the ends of the grid,
         over cells (one or two) whose own level is free, its curvature is unchecked. There
         the trend becomes the straight line, in ``u``, through its values at the three
-        cells next to them, which keeps it linear in the levels.
+        cells next to them, which keeps it linear in the levels. ``lead_degree = 2``
+        continues the start with the parabola through those three values instead: the
+        trend's own curvature there, carried on (the alternative continuation of
+        docs/method.md, section 7).
         """
         t = u.size
         if t < lead + trail + 3 or (lead == 0 and trail == 0):
             return self
         values, basis = self.values.copy(), self.basis.copy()
-        for cells, near in (
-            (np.arange(lead), np.arange(lead, lead + 3)),
-            (np.arange(t - trail, t), np.arange(t - trail - 3, t - trail)),
+        for cells, near, degree in (
+            (np.arange(lead), np.arange(lead, lead + 3), lead_degree),
+            (np.arange(t - trail, t), np.arange(t - trail - 3, t - trail), 1),
         ):
             if cells.size == 0:
                 continue
-            design = np.column_stack([np.ones(3), u[near]])
-            weights = np.column_stack([np.ones(cells.size), u[cells]]) @ np.linalg.pinv(design)
+            design = np.vander(u[near], degree + 1, increasing=True)
+            weights = np.vander(u[cells], degree + 1, increasing=True) @ np.linalg.pinv(design)
             values[cells] = weights @ values[near]
             basis[cells] = weights @ basis[near]
         return SmoothTrend(values, basis, self.coef_map)

@@ -3,7 +3,9 @@
 Dips and down-steps are not slowdowns; an anomaly next to another is judged against the
 normal cells, not against its neighbour; a single budget at an end of the grid is an
 ``edge`` whose recovery is unknown; what is reported was tested against ``min_ratio``
-(TREAT). Every curve here is synthetic: log-normal trials around a smooth trend.
+(TREAT); at the first budgets, where the trend is extrapolated, tests and intervals hold
+under either continuation of it. Every curve here is synthetic: log-normal trials
+around a smooth trend.
 """
 
 from __future__ import annotations
@@ -150,3 +152,43 @@ def test_per_curve_control_does_not_depend_on_the_other_curves() -> None:
     assert np.allclose(alone["q_value"], beside["q_value"], rtol=1e-3, atol=0.0)
     with pytest.raises(Exception, match="fdr"):
         analyse(target, fdr="nonsense")
+
+
+# At the first budgets the trend is extrapolated. On the log of the budget the trend
+# here (a fixed cost before a rising one) bends most at its start, so a straight
+# continuation runs low and a parabola carried on from the next cells can run high: the
+# tests hold under both continuations and the intervals cover both (docs/method.md,
+# section 7).
+
+
+def test_a_smooth_start_is_no_anomaly_even_at_a_small_min_ratio() -> None:
+    """The straight continuation alone puts the first budget about 9 % over the trend
+    here: with ``min_ratio=1.05`` that was reported as an edge anomaly."""
+    at_start = sum(
+        analyse(synthetic_curve(seed, {}, trials=10, cv=0.02), min_ratio=1.05)
+        .anomalies.filter(pl.col("start") == 16)
+        .height
+        > 0
+        for seed in range(20)
+    )
+    assert at_start <= 1
+
+
+def test_the_interval_of_a_first_budget_spike_covers_its_ratio() -> None:
+    found, covered = 0, 0
+    for seed in range(30):
+        rows = analyse(synthetic_curve(seed, {(0, 0): 3.0})).anomalies
+        rows = rows.filter(pl.col("start") == 16)
+        if rows.height:
+            found += 1
+            covered += rows["ratio_low"][0] <= 3.0 <= rows["ratio_high"][0]
+    assert found >= 25
+    assert covered >= found - 3  # a 95 % interval: at most 3 misses of 30 with slack
+
+
+def test_a_spike_over_the_first_budgets_is_found() -> None:
+    found = 0
+    for seed in range(20):
+        rows = analyse(synthetic_curve(seed, {(0, 1 + seed % 2): 3.0})).anomalies
+        found += rows.filter(pl.col("start") <= 32).height > 0
+    assert found >= 17
