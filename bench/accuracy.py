@@ -324,25 +324,40 @@ def score_both(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
     ]
 
 
+def _assigned(truth: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """Return one-to-one pairs of a true and a reported anomaly.
+
+    Each reported one goes to the truth it overlaps best (Jaccard), and each truth keeps
+    its best of those.
+    """
+    span = pl.max_horizontal("end", "end_right") - pl.min_horizontal("start", "start_right")
+    inter = pl.min_horizontal("end", "end_right") - pl.max_horizontal("start", "start_right")
+    return (
+        _matches(truth, found)
+        .with_columns(((inter + STEP) / (span + STEP)).alias("_jaccard"))
+        .sort(["_jaccard", "truth", "found"], descending=[True, False, False])
+        .unique("found", keep="first", maintain_order=True)
+        .unique("truth", keep="first", maintain_order=True)
+    )
+
+
 def score_neighbours(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
-    """Both anomalies of each curve found, each with its own ratio."""
-    pairs = _matches(truth, found)
+    """Both anomalies of each curve found, each with its own ratio.
+
+    A reported anomaly counts for one truth only (:func:`_assigned`): a spike reported
+    where a step holds it is the spike's, never also the step's.
+    """
+    pairs = _assigned(truth, found)
     lines = []
     for kind in ("spike", "step"):
-        part = truth.filter(pl.col("kind") == kind)
-        lines.append(f"  -- the {kind}:")
-        lines += score_anomaly(part, found, n)
-    nearest = (
-        pairs.with_columns(
-            (
-                (pl.col("start") - pl.col("start_right")).abs()
-                + (pl.col("end") - pl.col("end_right")).abs()
-            ).alias("_gap")
+        part = truth.with_row_index("truth").filter(pl.col("kind") == kind)
+        own = pairs.filter(pl.col("truth").is_in(part.get_column("truth").implode()))
+        mine = found.with_row_index("found").filter(
+            pl.col("found").is_in(own.get_column("found").implode())
         )
-        .sort(["truth", "_gap"])
-        .unique("truth", keep="first")
-    )
-    per_curve = nearest.group_by("model").agg(pl.col("found").n_unique().alias("distinct"))
+        lines.append(f"  -- the {kind} (each reported anomaly matched to one truth):")
+        lines += score_anomaly(part.drop("truth"), mine.drop("found"), n)
+    per_curve = pairs.group_by("model").agg(pl.col("found").n_unique().alias("distinct"))
     both = per_curve.filter(pl.col("distinct") == 2).height
     lines.append(f"  curves with both found as two anomalies: {rate(both, n)}")
     return lines
