@@ -7,25 +7,27 @@ precision-weighted mean of its residuals :math:`\\ell_t - G_t`. What is *normal*
 decided once per curve, from those levels, before anything is tested:
 
 * **reference.** A curve starts normal, and a step or a down-step departs from it: the
-  start (the leading segments all at one level, their precision-weighted mean) sets
-  the reference when the segments at its level hold more than :data:`EDGE_CELLS`
-  cells. A level known no better than the threshold (a cell or two at an end, where
-  the trend is extrapolated) is close to anything, so it never supports a level, it
-  only joins it. A shorter start may itself be a spike or a dip at the first budgets.
-  Then, when the curve also ends in a short segment and the two ends (with the
-  segments close to either) share one level along one smooth trend fitted to them
-  alone, they are the reference (a long anomaly between two short normal stretches);
-  otherwise the level shared by most cells is, unless the start leaves fewer runs of
-  departing segments, or as many that cross the reference less often (a spike right
-  after a short normal start, then a step: read from the step's level, the start would
-  be a dip running straight into a spike). The reference level is the
+  start (the leading segments all at one level, their precision-weighted mean) sets the
+  reference when the segments at its level hold more than :data:`EDGE_CELLS` cells (read
+  past a first segment of one cell, which the extrapolated trend may tilt off the next,
+  or which may be an anomaly of its own). A level known no better than the threshold (a
+  cell or two at an end, where the trend is extrapolated) is close to anything, so it
+  never supports a level, it only joins it. A shorter start may itself be a spike or a
+  dip at the first budgets. Then, when the curve also ends in a short segment and the
+  two ends (with the segments close to either) share one level along one smooth trend
+  fitted to them alone, they are the reference (a long anomaly between two short normal
+  stretches); otherwise the level shared by most cells is, unless the start leaves fewer
+  runs of departing segments, or as many that cross the reference less often (a spike
+  right after a short normal start, then a step: read from the step's level, the start
+  would be a dip running straight into a spike). The reference level is the
   precision-weighted mean of its segments' levels.
 * **normal.** A segment is normal when its level is close to the reference: within
   ``log(min_ratio)``, or within two standard errors. Normal cells set every trend an
   interval is judged against; a dip next door is never a flank.
 * **regimes.** Maximal runs of non-normal segments, cut where the sign of the
   departure changes or where neighbouring levels differ by more than ``min_ratio``
-  (a spike right before a step is two regimes). A regime whose two neighbours are
+  both along the trend and in the local jump between them (a spike right before a step
+  is two regimes; a step whose onset the trend tilts is one). A regime whose two neighbours are
   one level on the same side (a spike on top of a step) is *nested*: the neighbours
   and it form the enclosing regime, and it is judged against the enclosing regime's
   own cells.
@@ -45,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
+from regimes._stats.contrasts import jump_contrast
 from regimes._stats.curves import CurveEstimates
 from regimes._stats.trends import SmoothTrend, default_degree
 
@@ -251,7 +254,24 @@ def _reference(
     return [j for j in range(k) if near(anchor, j)]
 
 
+_JUMP_CELLS = 5
+"""Cells on each side of a boundary that its local jump is measured on."""
+
+
+def _local_jump(est: CurveEstimates, left: np.ndarray, right: np.ndarray) -> float:
+    """Shift of the level from the ``left`` cells to the adjacent ``right`` ones.
+
+    Fitted on up to :data:`_JUMP_CELLS` cells of each next to the boundary, with a
+    common slope (:func:`regimes._stats.contrasts.jump_contrast`): unlike the segments'
+    levels along the curve's trend, it does not tilt where the trend is poorly
+    determined.
+    """
+    left, right = left[-_JUMP_CELLS:], right[:_JUMP_CELLS]
+    return float(jump_contrast(est.u, est.total_var, left, right) @ est.level)
+
+
 def _pieces(
+    est: CurveEstimates,
     levels: _Levels,
     departure: np.ndarray,
     edges: np.ndarray,
@@ -260,9 +280,10 @@ def _pieces(
 ) -> list[_Piece]:
     """Group the non-normal segments into runs, cut at sign and large level changes.
 
-    Neighbouring segments are one level when their step is within ``threshold`` or
-    within two of its standard errors. ``departure`` holds each segment's level over the
-    reference.
+    A segment joins the run before it when their levels differ by less than
+    ``threshold`` or two of its standard errors, or when the local jump from the run's
+    cells to its own (:func:`_local_jump`) is within ``threshold``. ``departure``
+    holds each segment's level over the reference.
     """
     pieces: list[_Piece] = []
     previous = -2
@@ -272,7 +293,9 @@ def _pieces(
         if pieces and previous == k - 1:
             last = pieces[-1]
             same_side = (last.level > 0) == (departure[k] > 0)
-            if same_side and levels.close(k - 1, k, threshold):
+            run, own = np.arange(last.start, start), np.arange(start, end + 1)
+            local = abs(_local_jump(est, run, own)) < threshold
+            if same_side and (levels.close(k - 1, k, threshold) or local):
                 w1, w2 = 1.0 / last.se**2, 1.0 / se[k] ** 2
                 merged = (w1 * last.level + w2 * departure[k]) / (w1 + w2)
                 pieces[-1] = _Piece(last.start, end, float(merged), float((w1 + w2) ** -0.5))
@@ -348,7 +371,7 @@ def find_regimes(
         normal[k] = k in members or abs(departure[k]) < threshold
     pool = np.flatnonzero(np.repeat(normal, np.diff(edges)))
     out: list[Regime] = []
-    pieces = _pieces(levels, departure, edges, normal, threshold)
+    pieces = _pieces(est, levels, departure, edges, normal, threshold)
     for outer, kids in _nest(pieces, threshold):
         span = np.arange(outer.start, outer.end + 1)
         own = span[~np.isin(span, [i for k in kids for i in range(k.start, k.end + 1)])]

@@ -192,3 +192,28 @@ def test_a_spike_over_the_first_budgets_is_found() -> None:
         rows = analyse(synthetic_curve(seed, {(0, 1 + seed % 2): 3.0})).anomalies
         found += rows.filter(pl.col("start") <= 32).height > 0
     assert found >= 17
+
+
+def test_a_step_is_not_cut_where_the_trend_tilts_its_segments_apart() -> None:
+    """A synthetic step whose segmentation puts two single cells at its onset: along
+    the curve's trend their levels differ by more than ``min_ratio``, yet the local jump
+    from them into the step is small, so the step is one anomaly, not a "spike" that
+    recovers into a step."""
+    from regimes.data.simulate import simulate_sweep
+
+    sweep = simulate_sweep(
+        100,
+        anomaly="step",
+        n_budgets=50,
+        trials=20,
+        sessions=1,
+        session_design="per_cell",
+        ratio=(2.0, 4.0),
+        width=(2, 4),
+        seed=2,
+        cv=(0.02, 0.15),
+        hiccup_rate=(0.0, 0.03),
+        session_cv=(0.0, 0.05),
+    ).trials
+    found = analyse(sweep.filter(pl.col("model") == "synthetic-0091")).anomalies
+    assert found.select("start", "end", "kind").rows() == [(528, 800, "step")]
