@@ -520,8 +520,7 @@ def _segment_all(
 
     Segmented in batches of curves of equal length; a cell at an end that stands off its
     neighbours gets its own segment (:func:`regimes._stats.segmentation.edge_breaks`),
-    and so does a short window that stands clearly off the trend
-    (:func:`regimes._stats.segmentation.window_breaks`); those breaks are forced.
+    a break that is forced.
     """
     lengths = cells.stops - cells.starts
     segmented: dict[int, tuple[list[int], SmoothTrend, list[int]]] = {}
