@@ -69,6 +69,20 @@ MIN_CELLS = 3
 
 _WIDTH = 96
 
+CAVEATS = {
+    "first budgets": (
+        "starts at the grid's first budgets, where the trend is extrapolated: its "
+        "interval spans the trend continued straight and curved, and the ratio, taken "
+        "along the straight one, runs about 7 % high in simulation (docs/method.md, "
+        "Known limits)"
+    ),
+    "neighbour": (
+        "borders or holds another anomaly: its ratio interval is narrower than stated "
+        "(a nominal 0.95 covers 0.91-0.93 in simulation; docs/method.md, Known limits)"
+    ),
+}
+"""The ``caveat`` of an anomaly so placed (``bench/accuracy.py`` measures both)."""
+
 FDR_FAMILIES = ("call", "curve")
 """Benjamini-Hochberg families of the anomaly tests: every tested regime of the call, or
 each curve's own."""
@@ -119,8 +133,10 @@ class RegimeResult(AnalysisResult):
         another is measured against the enclosing one) with ``ratio_low``,
         ``ratio_high``, the TREAT ``p_value`` against ``min_ratio`` (scan-adjusted),
         ``q_value``, ``recovered``, ``kind`` (``spike``: comes back; ``step``: runs to
-        the end of the grid; ``edge``: one cell at an end, ``recovered`` null) and
-        ``n_points``.
+        the end of the grid; ``edge``: one cell at an end, ``recovered`` null),
+        ``n_points`` and ``caveat``: null, or what simulation showed of an anomaly so
+        placed (at the first budgets, or next to another; docs/method.md, Known
+        limits), as ``summary()`` prints it.
     groups : polars.DataFrame
         Per group: cells, trials, noise components, counts of findings and a ``note``.
     untested : polars.DataFrame
@@ -227,53 +243,15 @@ class RegimeResult(AnalysisResult):
             lambda r: "*" if r["significant"] else "",
             "none",
         )
-        for note in self._interval_caveats():
-            lines += textwrap.wrap(note, _WIDTH)
+        for row in self.anomalies.filter(pl.col("caveat").is_not_null()).iter_rows(named=True):
+            where = f"{row['start']}..{row['end']} ({self._label(row)})"
+            lines += textwrap.wrap(f"Note: {where} {row['caveat']}.", _WIDTH)
         lines.append("=" * _WIDTH)
         for row in self.untested.iter_rows(named=True):
             lines.append(f"Not testable here: {self._label(row)}: {row['reason']}")
         if self.history_note:
             lines += textwrap.wrap(f"History: {self.history_note}", _WIDTH)
         return "\n".join(lines)
-
-    def _interval_caveats(self) -> list[str]:
-        """Say which printed ratio intervals fall short of their level, and by how much.
-
-        Two placements that simulation (``bench/accuracy.py``; docs/method.md, Known
-        limits) singles out: an anomaly starting at one of the first two budgets, where
-        the trend is extrapolated (its interval spans both continuations of the trend,
-        its ratio is the straight one's and runs high), and one that borders another
-        anomaly of its curve (its interval is narrower than stated).
-        """
-        notes = []
-        for row in self.anomalies.iter_rows(named=True):
-            group = {c: row[c] for c in self.group_columns}
-            xs = sorted(_rows_of(self.curve, group).get_column(self.x).to_list())
-            position = xs.index(row["start"]) if row["start"] in xs else len(xs)
-            where = f"{row['start']}..{row['end']} ({self._label(row)})"
-            if position <= 1:
-                notes.append(
-                    f"Note: {where} starts at the grid's first budgets, where the trend is "
-                    "extrapolated: its interval spans the trend continued straight and "
-                    "curved, and the ratio, taken along the straight one, runs about 7 % "
-                    "high in simulation (docs/method.md, Known limits)."
-                )
-            elif self._borders_another(row, group, xs):
-                notes.append(
-                    f"Note: {where} borders or holds another anomaly: its ratio interval is "
-                    "narrower than stated (a nominal 0.95 covers 0.91-0.93 in simulation; "
-                    "docs/method.md, Known limits)."
-                )
-        return notes
-
-    def _borders_another(self, row: dict[str, Any], group: dict[str, Any], xs: list) -> bool:
-        """Whether another anomaly of the group touches ``row``: next to it, or nested."""
-        i, j = xs.index(row["start"]), xs.index(row["end"])
-        low, high = xs[max(i - 1, 0)], xs[min(j + 1, len(xs) - 1)]
-        others = _rows_of(self.anomalies, group).filter(
-            (pl.col("start") != row["start"]) | (pl.col("end") != row["end"])
-        )
-        return bool(others.filter((pl.col("start") <= high) & (pl.col("end") >= low)).height)
 
     def _section(
         self,
@@ -925,6 +903,24 @@ def _change_point_table(
     return pl.DataFrame(records, schema=schema, orient="row")
 
 
+def _caveat(anomaly: _Candidate, chosen: list[_Candidate], first_cell: int) -> str | None:
+    """Return what simulation showed of an anomaly placed like this one (:data:`CAVEATS`).
+
+    One that starts at one of its curve's first two cells (``first_cell`` is the
+    curve's first), or one next to or around another reported anomaly of its curve.
+    """
+    if anomaly.start - first_cell <= 1:
+        return CAVEATS["first budgets"]
+    others = [
+        c
+        for c in chosen
+        if c.curve == anomaly.curve and (c.start, c.end) != (anomaly.start, anomaly.end)
+    ]
+    if any(c.start <= anomaly.end + 1 and c.end >= anomaly.start - 1 for c in others):
+        return CAVEATS["neighbour"]
+    return None
+
+
 def _anomaly_table(
     cells: _Cells,
     index: CurveIndex,
@@ -934,6 +930,7 @@ def _anomaly_table(
 ) -> pl.DataFrame:
     """Build the ``anomalies`` frame from the chosen candidates."""
     groups = _group_values(index)
+    chosen = [candidates[k] for k in decision.chosen]
     keyed = []
     for k in decision.chosen:
         c = candidates[k]
@@ -948,6 +945,7 @@ def _anomaly_table(
             q_value=decision.candidate_q[k],
             recovered=c.recovered,
             kind=c.kind,
+            caveat=_caveat(c, chosen, int(np.searchsorted(cells.curve, c.curve))),
         )
         keyed.append((groups[c.curve], interval, cells.x))
     schema = {c: index.groups.schema[c] for c in index.group_columns}

@@ -103,7 +103,8 @@ class SpeedupResult(AnalysisResult):
         ``end`` (inclusive ``x``), ``peak_x``, ``ratio`` (speedup level over trend,
         < 1) with ``ratio_low``, ``ratio_high``, one-sided ``p_value``
         (scan-adjusted), ``q_value`` (BH over the call), ``recovered``, ``kind``,
-        ``n_points``.
+        ``n_points`` and ``caveat`` (null here: the column is shared with
+        :func:`regimes.detect_regimes`).
     untested : polars.DataFrame
         The groups whose speedup could not be tested for collapses, with the ``reason``.
     trials : polars.DataFrame

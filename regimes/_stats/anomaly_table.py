@@ -27,6 +27,7 @@ ANOMALY_COLUMNS: dict[str, Any] = {
     "recovered": pl.Boolean,
     "kind": pl.String,
     "n_points": pl.Int64,
+    "caveat": pl.String,
 }
 """Columns of an anomaly table after the group columns; ``None`` takes the x dtype."""
 
@@ -44,6 +45,8 @@ class Interval(NamedTuple):
     q_value: float
     recovered: bool | None
     kind: str
+    caveat: str | None = None
+    """Where simulation shows the interval short of its level or the ratio biased."""
 
 
 def anomaly_schema(x_dtype: pl.DataType) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def _row(interval: Interval, xs: np.ndarray, x_dtype: pl.DataType) -> list[Any]:
         None if interval.recovered is None else bool(interval.recovered),
         str(interval.kind),
         int(interval.end - interval.start + 1),
+        interval.caveat,
     ]
 
 

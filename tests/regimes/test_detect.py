@@ -138,6 +138,7 @@ def test_report_columns_follow_the_design() -> None:
         "recovered",
         "kind",
         "n_points",
+        "caveat",
     ]
     assert rep.params["alpha"] == 0.05 and rep.groups.height == 1
     text = rep.summary()

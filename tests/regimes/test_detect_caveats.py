@@ -1,4 +1,4 @@
-"""The summary says where a printed ratio interval is narrower than its level.
+"""The summary and the anomalies' ``caveat`` say where simulation found an interval short.
 
 Synthetic curves (labelled so): smooth linear latency with 5 % log-normal noise, 5
 trials per budget, one session, and an anomaly placed where simulation shows the
@@ -32,6 +32,7 @@ def test_an_anomaly_at_the_first_budgets_is_flagged() -> None:
     report = regimes.detect_regimes(_curve({16: 3.0, 32: 3.0}))
     assert report.anomalies.get_column("start").to_list() == [16]
     assert "starts at the grid's first budgets" in report.summary()
+    assert report.anomalies["caveat"][0] == regimes.detect.CAVEATS["first budgets"]
 
 
 def test_a_spike_next_to_a_step_is_flagged() -> None:
@@ -39,9 +40,11 @@ def test_a_spike_next_to_a_step_is_flagged() -> None:
     report = regimes.detect_regimes(_curve(factors, seed=1))
     assert report.anomalies.height == 2, report.summary()
     assert report.summary().count("borders or holds another anomaly") == 2
+    assert report.anomalies["caveat"].to_list() == [regimes.detect.CAVEATS["neighbour"]] * 2
 
 
 def test_a_lone_spike_in_the_middle_carries_no_note() -> None:
     report = regimes.detect_regimes(_curve({b: 3.0 for b in (128, 144, 160)}))
     assert report.anomalies.height == 1
     assert "Note:" not in report.summary()
+    assert report.anomalies["caveat"].is_null().all()
