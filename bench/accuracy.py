@@ -10,9 +10,10 @@ says otherwise.
 
 Figures, each with a 95 % Clopper-Pearson interval:
 
-* null scenarios (no anomaly in the tested direction: smooth curves, slope changes, a
-  slow process, a slow kernel drawn per (session, budget), dips and down-steps with
-  ``direction="up"``): share of curves with any reported anomaly, to stay <= alpha;
+* null scenarios (no anomaly in the tested direction: smooth curves, also at a small
+  ``min_ratio``, slope changes, a slow process, a slow kernel drawn per (session,
+  budget), dips and down-steps with ``direction="up"``): share of curves with any
+  reported anomaly, to stay <= alpha;
 * a limit: a slow kernel drawn per budget when each budget ran in one fresh process of
   its own, which no analysis can tell from a one-budget spike (reported for the record);
 * anomalies: recall (a reported anomaly of the right sign overlaps the truth), both
@@ -65,6 +66,7 @@ class Scenario:
     design: Design
     score: str  # "null", "limit", "anomaly", "edge", "neighbours", "both"
     direction: str = "up"
+    min_ratio: float = 1.25
 
 
 SCENARIOS = [
@@ -94,6 +96,13 @@ SCENARIOS = [
     Scenario("null: log-normal sigma 0.3", BASE.with_(sigma=0.3, hiccup_rate=0.0), "null"),
     Scenario("null: t(3) noise", BASE.with_(noise="t", hiccup_rate=0.0), "null"),
     Scenario("null: 2-3 trials", BASE.with_(trials=(2, 3)), "null"),
+    Scenario("null: smooth, min_ratio 1.1", BASE, "null", min_ratio=1.1),
+    Scenario(
+        "null: smooth, min_ratio 1.05, 10-20 trials, CV 2-5 %",
+        BASE.with_(trials=(10, 20), sigma=(0.02, 0.05), hiccup_rate=0.0),
+        "null",
+        min_ratio=1.05,
+    ),
     Scenario("spike 2-4x, 2-4 budgets", BASE.with_(anomalies=[SPIKE]), "anomaly"),
     Scenario(
         "spike 1.5x, 2-4 budgets, 5 trials",
@@ -208,12 +217,12 @@ COVERAGE = [
 ]
 
 
-def analyse(job: tuple[pl.DataFrame, str]) -> pl.DataFrame:
+def analyse(job: tuple[pl.DataFrame, str, float]) -> pl.DataFrame:
     """Anomalies of one curve (its own call)."""
-    frame, direction = job
+    frame, direction, min_ratio = job
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
-        rep = detect_regimes(frame, direction=direction)
+        rep = detect_regimes(frame, direction=direction, min_ratio=min_ratio)
     return rep.anomalies.select(
         "model", "start", "end", "ratio", "ratio_low", "ratio_high", "recovered", "kind"
     )
@@ -376,7 +385,8 @@ SCORES: dict[str, Callable[[pl.DataFrame, pl.DataFrame, int], list[str]]] = {
 def run_scenario(scenario: Scenario, n_curves: int, seed: int, pool: Any) -> list[str]:
     """Simulate, analyse and score one scenario."""
     frames, truth, _ = make_curves(scenario.design, n_curves, seed)
-    found = pl.concat(list(pool.map(analyse, [(f, scenario.direction) for f in frames])))
+    jobs = [(f, scenario.direction, scenario.min_ratio) for f in frames]
+    found = pl.concat(list(pool.map(analyse, jobs)))
     truth = truth.with_columns(pl.col("ratio"))
     return SCORES[scenario.score](truth, found, n_curves)
 
