@@ -279,13 +279,6 @@ class RegimeResult(AnalysisResult):
         return self.summary()
 
 
-def _rows_of(frame: pl.DataFrame, group: dict[str, Any]) -> pl.DataFrame:
-    """Return the rows of ``frame`` in ``group`` (all of them when it names no column)."""
-    if not group:
-        return frame
-    return frame.filter(*[pl.col(c).eq_missing(v) for c, v in group.items()])
-
-
 RegimeReport = RegimeResult
 """Former name of :class:`RegimeResult`, kept for existing code."""
 

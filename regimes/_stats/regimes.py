@@ -24,13 +24,12 @@ decided once per curve, from those levels, before anything is tested:
 * **normal.** A segment is normal when its level is close to the reference: within
   ``log(min_ratio)``, or within two standard errors. Normal cells set every trend an
   interval is judged against; a dip next door is never a flank.
-* **regimes.** Maximal runs of non-normal segments, cut where the sign of the
-  departure changes or where neighbouring levels differ by more than ``min_ratio``
-  both along the trend and in the local jump between them (a spike right before a step
-  is two regimes; a step whose onset the trend tilts is one). A regime whose two neighbours are
-  one level on the same side (a spike on top of a step) is *nested*: the neighbours
-  and it form the enclosing regime, and it is judged against the enclosing regime's
-  own cells.
+* **regimes.** Maximal runs of non-normal segments, cut where the sign of the departure
+  changes or where neighbouring levels differ by more than ``min_ratio`` both along the
+  trend and in the local jump between them (a spike right before a step is two regimes;
+  a step whose onset the trend tilts is one). A regime whose two neighbours are one
+  level on the same side (a spike on top of a step) is *nested*: the neighbours and it
+  form the enclosing regime, and it is judged against the enclosing regime's own cells.
 
 Each :class:`Regime` carries the cells its level comes from (its own, without nested
 regimes) and its flanks: up to ``clip(width, 3, 8)`` of the nearest normal cells on

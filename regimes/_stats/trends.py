@@ -70,7 +70,7 @@ class SmoothTrend:
     def linear_ends(
         self, u: np.ndarray, lead: int, trail: int, lead_degree: int = 1
     ) -> SmoothTrend:
-        """Continue the trend linearly over its first ``lead`` and last ``trail`` cells.
+        """Continue the trend straight over its first ``lead`` and last ``trail`` cells.
 
         A polynomial is least reliable where it is extrapolated: at the ends of the grid,
         over cells (one or two) whose own level is free, its curvature is unchecked. There
