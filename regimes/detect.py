@@ -77,8 +77,10 @@ CAVEATS = {
         "Known limits)"
     ),
     "neighbour": (
-        "borders or holds another anomaly: its ratio interval is narrower than stated "
-        "(a nominal 0.95 covers 0.91-0.93 in simulation; docs/method.md, Known limits)"
+        "borders or holds another anomaly: its ratio interval may be narrower than "
+        "stated (a nominal 0.95 covered 0.87-0.91 for a spike right before a step in "
+        "simulation, 0.93-0.97 for a spike on a step and the step under it; "
+        "docs/method.md, Known limits)"
     ),
 }
 """The ``caveat`` of an anomaly so placed (``bench/accuracy.py`` measures both)."""
