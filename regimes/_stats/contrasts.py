@@ -26,6 +26,7 @@ from scipy import special
 
 __all__ = [
     "ContrastResults",
+    "broken_line_jump_contrast",
     "contrast_test",
     "flank_line",
     "jump_contrast",
@@ -292,4 +293,27 @@ def jump_contrast(
     proj = _wls_projection(np.column_stack(columns), 1.0 / total_var[cells])
     c = np.zeros(t)
     c[cells] = proj[-1]
+    return c
+
+
+def broken_line_jump_contrast(
+    u: np.ndarray, total_var: np.ndarray, left: np.ndarray, right: np.ndarray
+) -> np.ndarray | None:
+    r"""Coefficients of the level shift from ``left`` to ``right`` with a slope each.
+
+    :math:`\ell = a + b\,(u - c) + D\,[\text{right}] + e\,(u - c)\,[\text{right}]`,
+    fitted by WLS, :math:`c` midway between the two runs: :math:`D` is the shift at the
+    boundary between two lines. A change of slope alone, which a common slope
+    (:func:`jump_contrast`) partly reads as a shift, gives :math:`D \approx 0`.
+    ``None`` when a side has fewer than three cells (its slope is not estimable apart).
+    """
+    if left.size < 3 or right.size < 3:
+        return None
+    cells = np.concatenate([left, right])
+    indicator = np.concatenate([np.zeros(left.size), np.ones(right.size)])
+    centred = u[cells] - 0.5 * (u[left[-1]] + u[right[0]])
+    design = np.column_stack([np.ones(cells.size), centred, indicator, indicator * centred])
+    proj = _wls_projection(design, 1.0 / total_var[cells])
+    c = np.zeros(u.size)
+    c[cells] = proj[2]
     return c

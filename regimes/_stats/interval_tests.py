@@ -38,6 +38,7 @@ from scipy import special
 
 from regimes._stats.contrasts import (
     ContrastResults,
+    broken_line_jump_contrast,
     contrast_test,
     flank_line,
     jump_contrast,
@@ -383,6 +384,18 @@ GATE_CELLS = 5
 """Cells on each side of a boundary that its discontinuity test looks at."""
 
 
+def _broken_discontinuity(tests: _Contrasts, before: np.ndarray, after: np.ndarray) -> Test | None:
+    """As :func:`_discontinuity`, with a slope of its own on each side (``None``: too short).
+
+    :func:`regimes._stats.contrasts.broken_line_jump_contrast`: a change of slope alone
+    gives a shift near 0 here, where a common slope reads part of it as a shift.
+    """
+    est, smooth = tests.est, tests.smooth
+    assert smooth is not None
+    c = broken_line_jump_contrast(est.u, tests.total_var, before, after)
+    return None if c is None else tests.test(smooth.adjust(c))
+
+
 def _discontinuity(tests: _Contrasts, before: np.ndarray, after: np.ndarray) -> Test:
     """Test the jump between two runs of adjacent cells along one local line.
 
@@ -423,14 +436,22 @@ def _boundary_gates(
     t = tests.est.u.size
     reference = regime.parent + 1
     gates, facing = [], []
+    sides = []
     if regime.start > 0:
-        before = _run(labels, regime.start - 1, -1)
-        gates.append(_discontinuity(tests, before, _run(labels, regime.start, 1)))
+        sides.append((_run(labels, regime.start - 1, -1), _run(labels, regime.start, 1)))
         facing.append(bool(labels[regime.start - 1] == reference))
     if regime.end < t - 1:
-        after = _run(labels, regime.end + 1, 1)
-        gates.append(_discontinuity(tests, _run(labels, regime.end, -1), after))
+        sides.append((_run(labels, regime.end, -1), _run(labels, regime.end + 1, 1)))
         facing.append(bool(labels[regime.end + 1] == reference))
+    # a step's claim is its jump from the reference, which a change of slope can mimic
+    # along a common local line: there the jump must also hold between two lines
+    one_flank = regime.left.size == 0 or regime.right.size == 0
+    for (before, after), faces in zip(sides, list(facing), strict=True):
+        gates.append(_discontinuity(tests, before, after))
+        broken = _broken_discontinuity(tests, before, after) if faces and one_flank else None
+        if broken is not None:
+            gates.append(broken)
+            facing.append(True)
     return gates, facing
 
 
@@ -458,7 +479,9 @@ def regime_tests(
     must jump there (:func:`_discontinuity`, the one-sided tail of the jump's size), or
     the regime is a bend of the trend rather than an anomaly. A regime with one flank
     (a step) must jump by more than ``threshold`` there (TREAT on the jump): its mean
-    over its flank's moves as far under a bend. The p-value is the largest of the main
+    over its flank's moves as far under a bend. That jump is also tested between two
+    lines with a slope each (:func:`_broken_discontinuity`), which a change of slope
+    alone does not move. The p-value is the largest of the main
     test's and the gates'.
     """
     tests = _Contrasts(est, smooth, direction, 1)

@@ -21,6 +21,10 @@ decided once per curve, from those levels, before anything is tested:
   right after a short normal start, then a step: read from the step's level, the start
   would be a dip running straight into a spike). The reference level is the
   precision-weighted mean of its segments' levels.
+* **local levels.** Closeness is judged along the trend and in local levels too
+  (:func:`_local_levels`: the local jumps between neighbouring segments, chained), and
+  both must agree: where few normal cells pin the trend down, its free segment levels
+  can follow a step that the local jumps still show.
 * **normal.** A segment is normal when its level is close to the reference: within
   ``log(min_ratio)``, or within two standard errors. Normal cells set every trend an
   interval is judged against; a dip next door is never a flank.
@@ -141,6 +145,33 @@ def _segment_levels(est: CurveEstimates, trend: SmoothTrend, edges: np.ndarray) 
     return _Levels(rows @ est.level, (rows * est.total_var) @ rows.T)
 
 
+def _local_levels(est: CurveEstimates, edges: np.ndarray) -> _Levels:
+    """Each segment's level over the first's, chained from the local jumps between them.
+
+    Each jump is fitted on up to :data:`_JUMP_CELLS` cells on either side of a boundary
+    with a common local slope (:func:`_local_jump`); their running sum places every
+    segment without the curve's trend, whose shape, fitted with a free level per
+    segment, can follow a step when few normal cells pin it down.
+    """
+    k, t = edges.size - 1, est.u.size
+    rows = np.zeros((k, t))
+    for j in range(1, k):
+        a, b, c = int(edges[j - 1]), int(edges[j]), int(edges[j + 1])
+        left = np.arange(max(a, b - _JUMP_CELLS), b)
+        right = np.arange(b, min(c, b + _JUMP_CELLS))
+        rows[j] = rows[j - 1] + jump_contrast(est.u, est.total_var, left, right)
+    return _Levels(rows @ est.level, (rows * est.total_var) @ rows.T)
+
+
+def _locally_close(local: _Levels, anchor: Sequence[int], j: int, threshold: float) -> bool:
+    """Whether segment ``j`` sits at the mean local level of the ``anchor`` segments."""
+    contrast = np.zeros(local.level.size)
+    contrast[list(anchor)] -= 1.0 / len(anchor)
+    contrast[j] += 1.0
+    se = float(np.sqrt(max(contrast @ local.cov @ contrast, 0.0)))
+    return _close(float(contrast @ local.level), 0.0, se, threshold)
+
+
 def _close(a: float, b: float, se: float, threshold: float) -> bool:
     gap = abs(a - b)
     return gap < threshold or gap < _CLOSE_SE * se
@@ -212,7 +243,7 @@ def _start(levels: _Levels, threshold: float) -> list[int]:
 
 
 def _reference(
-    est: CurveEstimates, levels: _Levels, edges: np.ndarray, threshold: float
+    est: CurveEstimates, levels: _Levels, edges: np.ndarray, threshold: float, local: _Levels
 ) -> list[int]:
     """Return the reference segments (see the module docstring)."""
     k = levels.level.size
@@ -226,20 +257,23 @@ def _reference(
 
     def near(anchor: list[int], j: int) -> bool:
         gap, gap_se = levels.departure(j, anchor)
-        return _close(gap, 0.0, gap_se, threshold)
+        return _close(gap, 0.0, gap_se, threshold) and _locally_close(local, anchor, j, threshold)
+
+    def members_of(anchor: list[int]) -> list[int]:
+        return sorted({*anchor, *(j for j in range(k) if near(anchor, j))})
 
     def support(anchor: list[int]) -> int:
         return sum(int(sizes[j]) for j in precise if near(anchor, j))
 
     start = _start(levels, threshold)
     if support(start) > EDGE_CELLS:
-        return [j for j in range(k) if near(start, j)]
+        return members_of(start)
     # the first cell alone may be tilted off the next by the extrapolated trend (or be
     # an anomaly of its own): the start is then read from the segments after it
     if sizes[0] == 1 and k > 2:
         after = [j + 1 for j in _start(_Levels(levels.level[1:], levels.cov[1:, 1:]), threshold)]
         if support(after) > EDGE_CELLS:
-            return [j for j in range(k) if near(after, j)]
+            return members_of(after)
     ends = sorted(
         {j for j in range(k) if levels.close(j, 0, threshold) or levels.close(j, k - 1, threshold)}
     )
@@ -250,7 +284,7 @@ def _reference(
     majority = [precise[int(np.flatnonzero(counts == counts.max())[-1])]]
     simpler = _departures(levels, start, threshold) < _departures(levels, majority, threshold)
     anchor = start if simpler else majority
-    return [j for j in range(k) if near(anchor, j)]
+    return members_of(anchor)
 
 
 _JUMP_CELLS = 5
@@ -362,12 +396,14 @@ def find_regimes(
     edges = np.asarray([0, *[int(b) for b in breaks], t])
     threshold = math.log(min_ratio)
     levels = _segment_levels(est, trend, edges)
-    members = _reference(est, levels, edges, threshold)
+    local = _local_levels(est, edges)
+    members = _reference(est, levels, edges, threshold, local)
     departure = np.empty(levels.level.size)
     normal = np.zeros(levels.level.size, dtype=bool)
     for k in range(departure.size):
         departure[k], se_k = levels.departure(k, members)
-        normal[k] = k in members or abs(departure[k]) < threshold
+        close = abs(departure[k]) < threshold and _locally_close(local, members, k, threshold)
+        normal[k] = k in members or close
     pool = np.flatnonzero(np.repeat(normal, np.diff(edges)))
     out: list[Regime] = []
     pieces = _pieces(est, levels, departure, edges, normal, threshold)
