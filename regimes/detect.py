@@ -73,13 +73,13 @@ CAVEATS = {
     "first budgets": (
         "starts at the grid's first budgets, where the trend is extrapolated: its "
         "interval spans the trend continued straight and curved, and the ratio, taken "
-        "along the straight one, runs about 7 % high in simulation (docs/method.md, "
+        "along the straight one, runs 7-11 % high in simulation (docs/method.md, "
         "Known limits)"
     ),
     "neighbour": (
         "borders or holds another anomaly: its ratio interval may be narrower than "
-        "stated (a nominal 0.95 covered 0.87-0.91 for a spike right before a step in "
-        "simulation, 0.93-0.97 for a spike on a step and the step under it; "
+        "stated (a nominal 0.95 covered 0.91-0.92 for a spike right before a step in "
+        "simulation, 0.94-0.96 for a spike on a step and the step under it; "
         "docs/method.md, Known limits)"
     ),
 }
