@@ -66,6 +66,9 @@ _CLOSE_SE = 2.0
 _ONE_LEVEL_P = 0.01
 """A set of segments is one level when a single smooth trend fits it at this level."""
 
+_JUMP_CELLS = 5
+"""Cells on each side of a boundary that its local jump is measured on."""
+
 
 class Regime(NamedTuple):
     """A run of non-normal segments, cell indices into its curve.
@@ -285,10 +288,6 @@ def _reference(
     simpler = _departures(levels, start, threshold) < _departures(levels, majority, threshold)
     anchor = start if simpler else majority
     return members_of(anchor)
-
-
-_JUMP_CELLS = 5
-"""Cells on each side of a boundary that its local jump is measured on."""
 
 
 def _local_jump(est: CurveEstimates, left: np.ndarray, right: np.ndarray) -> float:
