@@ -456,17 +456,13 @@ def _short_ends(t: int, breaks: Sequence[int]) -> tuple[int, int]:
     return (lead if lead <= 3 else 0), (trail if trail <= 3 else 0)
 
 
-def _linear_ends(
-    trend: SmoothTrend, u: np.ndarray, breaks: Sequence[int], lead_degree: int = 1
-) -> SmoothTrend:
-    """Continue the trend over short segments at the ends of the grid (:func:`_short_ends`).
+def _linear_ends(trend: SmoothTrend, u: np.ndarray, breaks: Sequence[int]) -> SmoothTrend:
+    """Continue the trend straight over short segments at the ends of the grid.
 
-    Linearly, or at the start with a polynomial of ``lead_degree``.
+    Those of :func:`_short_ends`.
     """
     lead, trail = _short_ends(u.size, breaks)
-    if lead == 0 and trail == 0:
-        return trend
-    return trend.linear_ends(u, lead, trail, lead_degree)
+    return trend.linear_ends(u, lead, trail)
 
 
 def _first_taus(cells: _Cells) -> list[tuple[float, float]]:
@@ -671,9 +667,9 @@ def _regime_trends(curves: list[_CurveRegimes]) -> list[_RegimeTrend | None]:
         )
         for k, trend in zip(batch, fitted, strict=True):
             u, kept = curves[k].fit.est.u, curves[k].kept
-            lead = _short_ends(t, kept)[0]
-            bent = _linear_ends(trend, u, kept, lead_degree=2) if lead else None
-            out[k] = _RegimeTrend(_linear_ends(trend, u, kept), bent, lead)
+            lead, trail = _short_ends(t, kept)
+            bent = trend.linear_ends(u, lead, trail, lead_degree=2) if lead else None
+            out[k] = _RegimeTrend(trend.linear_ends(u, lead, trail), bent, lead)
     return out
 
 
@@ -898,20 +894,18 @@ def _change_point_table(
     return pl.DataFrame(records, schema=schema, orient="row")
 
 
-def _caveat(anomaly: _Candidate, chosen: list[_Candidate], first_cell: int) -> str | None:
+def _caveat(anomaly: _Candidate, spans: list[tuple[int, int]], first_cell: int) -> str | None:
     """Return what simulation showed of an anomaly placed like this one (:data:`CAVEATS`).
 
     One that starts at one of its curve's first two cells (``first_cell`` is the
-    curve's first), or one next to or around another reported anomaly of its curve.
+    curve's first), or one next to or around another reported anomaly of its curve
+    (``spans``: the ``(start, end)`` of every reported anomaly of the curve, its own
+    included).
     """
     if anomaly.start - first_cell <= 1:
         return CAVEATS["first budgets"]
-    others = [
-        c
-        for c in chosen
-        if c.curve == anomaly.curve and (c.start, c.end) != (anomaly.start, anomaly.end)
-    ]
-    if any(c.start <= anomaly.end + 1 and c.end >= anomaly.start - 1 for c in others):
+    own = (anomaly.start, anomaly.end)
+    if any(s <= anomaly.end + 1 and e >= anomaly.start - 1 for s, e in spans if (s, e) != own):
         return CAVEATS["neighbour"]
     return None
 
@@ -925,7 +919,9 @@ def _anomaly_table(
 ) -> pl.DataFrame:
     """Build the ``anomalies`` frame from the chosen candidates."""
     groups = _group_values(index)
-    chosen = [candidates[k] for k in decision.chosen]
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for k in decision.chosen:
+        spans.setdefault(candidates[k].curve, []).append((candidates[k].start, candidates[k].end))
     keyed = []
     for k in decision.chosen:
         c = candidates[k]
@@ -940,7 +936,7 @@ def _anomaly_table(
             q_value=decision.candidate_q[k],
             recovered=c.recovered,
             kind=c.kind,
-            caveat=_caveat(c, chosen, int(np.searchsorted(cells.curve, c.curve))),
+            caveat=_caveat(c, spans[c.curve], int(np.searchsorted(cells.curve, c.curve))),
         )
         keyed.append((groups[c.curve], interval, cells.x))
     schema = {c: index.groups.schema[c] for c in index.group_columns}

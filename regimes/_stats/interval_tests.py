@@ -402,8 +402,9 @@ def _discontinuity(tests: _Contrasts, before: np.ndarray, after: np.ndarray) -> 
     The residuals from the smooth trend are fitted, by weighted least squares, with a
     common line for both sides and a shift between them
     (:func:`regimes._stats.contrasts.jump_contrast`): a change of slope alone, a kink,
-    gives a shift near 0. The estimate is the shift (after minus before), with the
-    trend's uncertainty.
+    gives a shift far smaller than its bend, though not 0 (see
+    :func:`_broken_discontinuity`). The estimate is the shift (after minus before), with
+    the trend's uncertainty.
     """
     est, smooth = tests.est, tests.smooth
     assert smooth is not None

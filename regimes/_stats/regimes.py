@@ -152,7 +152,7 @@ def _local_levels(est: CurveEstimates, edges: np.ndarray) -> _Levels:
     """Each segment's level over the first's, chained from the local jumps between them.
 
     Each jump is fitted on up to :data:`_JUMP_CELLS` cells on either side of a boundary
-    with a common local slope (:func:`_local_jump`); their running sum places every
+    with a common local slope (:func:`_jump_contrast`); their running sum places every
     segment without the curve's trend, whose shape, fitted with a free level per
     segment, can follow a step when few normal cells pin it down.
     """
@@ -160,9 +160,7 @@ def _local_levels(est: CurveEstimates, edges: np.ndarray) -> _Levels:
     rows = np.zeros((k, t))
     for j in range(1, k):
         a, b, c = int(edges[j - 1]), int(edges[j]), int(edges[j + 1])
-        left = np.arange(max(a, b - _JUMP_CELLS), b)
-        right = np.arange(b, min(c, b + _JUMP_CELLS))
-        rows[j] = rows[j - 1] + jump_contrast(est.u, est.total_var, left, right)
+        rows[j] = rows[j - 1] + _jump_contrast(est, np.arange(a, b), np.arange(b, c))
     return _Levels(rows @ est.level, (rows * est.total_var) @ rows.T)
 
 
@@ -290,16 +288,15 @@ def _reference(
     return members_of(anchor)
 
 
-def _local_jump(est: CurveEstimates, left: np.ndarray, right: np.ndarray) -> float:
-    """Shift of the level from the ``left`` cells to the adjacent ``right`` ones.
+def _jump_contrast(est: CurveEstimates, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Contrast of the level shift from the ``left`` cells to the adjacent ``right`` ones.
 
     Fitted on up to :data:`_JUMP_CELLS` cells of each next to the boundary, with a
     common slope (:func:`regimes._stats.contrasts.jump_contrast`): unlike the segments'
     levels along the curve's trend, it does not tilt where the trend is poorly
     determined.
     """
-    left, right = left[-_JUMP_CELLS:], right[:_JUMP_CELLS]
-    return float(jump_contrast(est.u, est.total_var, left, right) @ est.level)
+    return jump_contrast(est.u, est.total_var, left[-_JUMP_CELLS:], right[:_JUMP_CELLS])
 
 
 def _pieces(
@@ -314,7 +311,7 @@ def _pieces(
 
     A segment joins the run before it when their levels differ by less than
     ``threshold`` or two of its standard errors, or when the local jump from the run's
-    cells to its own (:func:`_local_jump`) is within ``threshold``. ``departure``
+    cells to its own (:func:`_jump_contrast`) is within ``threshold``. ``departure``
     holds each segment's level over the reference.
     """
     pieces: list[_Piece] = []
@@ -326,7 +323,7 @@ def _pieces(
             last = pieces[-1]
             same_side = (last.level > 0) == (departure[k] > 0)
             run, own = np.arange(last.start, start), np.arange(start, end + 1)
-            local = abs(_local_jump(est, run, own)) < threshold
+            local = abs(float(_jump_contrast(est, run, own) @ est.level)) < threshold
             if same_side and (levels.close(k - 1, k, threshold) or local):
                 w1, w2 = 1.0 / last.se**2, 1.0 / se[k] ** 2
                 merged = (w1 * last.level + w2 * departure[k]) / (w1 + w2)
