@@ -29,7 +29,7 @@ change points): whatever rule picked the candidate, the adjusted p-value stays v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -384,31 +384,27 @@ GATE_CELLS = 5
 """Cells on each side of a boundary that its discontinuity test looks at."""
 
 
-def _broken_discontinuity(tests: _Contrasts, before: np.ndarray, after: np.ndarray) -> Test | None:
-    """As :func:`_discontinuity`, with a slope of its own on each side (``None``: too short).
-
-    :func:`regimes._stats.contrasts.broken_line_jump_contrast`: a change of slope alone
-    gives a shift near 0 here, where a common slope reads part of it as a shift.
-    """
-    est, smooth = tests.est, tests.smooth
-    assert smooth is not None
-    c = broken_line_jump_contrast(est.u, tests.total_var, before, after)
-    return None if c is None else tests.test(smooth.adjust(c))
-
-
-def _discontinuity(tests: _Contrasts, before: np.ndarray, after: np.ndarray) -> Test:
-    """Test the jump between two runs of adjacent cells along one local line.
+def _discontinuity(
+    tests: _Contrasts,
+    before: np.ndarray,
+    after: np.ndarray,
+    shape: Callable[..., np.ndarray | None] = jump_contrast,
+) -> Test | None:
+    """Test the jump between two runs of adjacent cells along local lines.
 
     The residuals from the smooth trend are fitted, by weighted least squares, with a
-    common line for both sides and a shift between them
+    shift between the two sides and, by default, one common line for both
     (:func:`regimes._stats.contrasts.jump_contrast`): a change of slope alone, a kink,
-    gives a shift far smaller than its bend, though not 0 (see
-    :func:`_broken_discontinuity`). The estimate is the shift (after minus before), with
-    the trend's uncertainty.
+    gives a shift far smaller than its bend, though not 0.
+    ``shape=broken_line_jump_contrast`` gives each side a slope of its own
+    (:func:`regimes._stats.contrasts.broken_line_jump_contrast`), which a kink does
+    not move; ``None`` where a side is too short for it. The estimate is the shift
+    (after minus before), with the trend's uncertainty.
     """
     est, smooth = tests.est, tests.smooth
     assert smooth is not None
-    return tests.test(smooth.adjust(jump_contrast(est.u, tests.total_var, before, after)))
+    c = shape(est.u, tests.total_var, before, after)
+    return None if c is None else tests.test(smooth.adjust(c))
 
 
 def _run(labels: np.ndarray, first: int, step: int) -> np.ndarray:
@@ -430,29 +426,34 @@ def _boundary_gates(
 ) -> tuple[list[Test], list[bool]]:
     """Test the jumps at the regime's boundaries inside the grid.
 
-    Each is between the runs of one level on either side of it. Second, for each,
-    whether the cells across it are the regime's reference level (the normal cells, or
-    the enclosing regime's own for a nested one) rather than another regime.
+    Each is between the runs of one level on either side of it. Second, for each gate,
+    whether the cells across its boundary are the regime's reference level (the normal
+    cells, or the enclosing regime's own for a nested one) rather than another regime.
+    A step's claim is its jump from the reference, which a change of slope can mimic
+    along a common local line: for a regime with one flank, a boundary facing the
+    reference gets a second gate, the jump between two lines.
     """
     t = tests.est.u.size
     reference = regime.parent + 1
-    gates, facing = [], []
     sides = []
     if regime.start > 0:
-        sides.append((_run(labels, regime.start - 1, -1), _run(labels, regime.start, 1)))
-        facing.append(bool(labels[regime.start - 1] == reference))
+        before, after = _run(labels, regime.start - 1, -1), _run(labels, regime.start, 1)
+        sides.append((before, after, bool(labels[regime.start - 1] == reference)))
     if regime.end < t - 1:
-        sides.append((_run(labels, regime.end, -1), _run(labels, regime.end + 1, 1)))
-        facing.append(bool(labels[regime.end + 1] == reference))
-    # a step's claim is its jump from the reference, which a change of slope can mimic
-    # along a common local line: there the jump must also hold between two lines
+        before, after = _run(labels, regime.end, -1), _run(labels, regime.end + 1, 1)
+        sides.append((before, after, bool(labels[regime.end + 1] == reference)))
     one_flank = regime.left.size == 0 or regime.right.size == 0
-    for (before, after), faces in zip(sides, list(facing), strict=True):
-        gates.append(_discontinuity(tests, before, after))
-        broken = _broken_discontinuity(tests, before, after) if faces and one_flank else None
-        if broken is not None:
-            gates.append(broken)
-            facing.append(True)
+    gates: list[Test] = []
+    facing: list[bool] = []
+    for before, after, faces in sides:
+        shapes = (
+            [jump_contrast, broken_line_jump_contrast] if faces and one_flank else [jump_contrast]
+        )
+        for shape in shapes:
+            gate = _discontinuity(tests, before, after, shape)
+            if gate is not None:
+                gates.append(gate)
+                facing.append(faces)
     return gates, facing
 
 
@@ -481,9 +482,9 @@ def regime_tests(
     the regime is a bend of the trend rather than an anomaly. A regime with one flank
     (a step) must jump by more than ``threshold`` there (TREAT on the jump): its mean
     over its flank's moves as far under a bend. That jump is also tested between two
-    lines with a slope each (:func:`_broken_discontinuity`), which a change of slope
-    alone does not move. The p-value is the largest of the main
-    test's and the gates'.
+    lines with a slope each (:func:`_discontinuity`, broken-line shape), which a change
+    of slope alone does not move. The p-value is the largest of the main test's and the
+    gates'.
     """
     tests = _Contrasts(est, smooth, direction, 1)
     t = est.u.size
