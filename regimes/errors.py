@@ -22,7 +22,7 @@ class RegimesInputError(ValueError):
     ...     regimes.detect_regimes(pl.DataFrame({"budget": [1]}))
     ... except regimes.RegimesInputError as exc:
     ...     print(exc)  # doctest: +ELLIPSIS
-    the trial table lacks required column(s): 'backend', 'model', ...; it has ['budget']
+    the trial table lacks required column(s): 'latency_s'; it has ['budget']; rename ...
     """
 
 

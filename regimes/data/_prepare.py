@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from regimes.data.schema import present_case_columns, validate_trials
+from regimes.data.schema import closest_column, present_case_columns, validate_trials
 from regimes.errors import RegimesInputError, RegimesWarning
 
 __all__ = ["HOST_COLUMN", "SESSION_COLUMNS", "TRIAL_IDENTITY", "prepare_trials"]
@@ -65,8 +65,10 @@ def _group_columns(frame: pl.DataFrame, x: str, by: str | Sequence[str] | None) 
     group_columns = [by] if isinstance(by, str) else list(by)
     missing = [c for c in group_columns if c not in frame.columns]
     if missing:
+        hints = " ".join(h for h in (closest_column(c, frame.columns) for c in missing) if h)
         raise RegimesInputError(
             f"by= names column(s) not in the trial table: {missing}; it has {frame.columns}"
+            + (f"; {hints}" if hints else "; name columns it has, or by=[] for one curve")
         )
     if x in group_columns:
         raise RegimesInputError(f"by= must not contain the x column {x!r}")

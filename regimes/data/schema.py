@@ -8,6 +8,7 @@ message naming the problem instead of deep inside numpy.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import os
@@ -32,6 +33,7 @@ __all__ = [
     "check_min_ratio",
     "check_n_boot",
     "check_seed",
+    "closest_column",
     "empty_trials",
     "n_boot_floor",
     "validate_trials",
@@ -75,7 +77,9 @@ without fault injection), the attention implementation the model ran (``eager``,
 ``sdpa``, ...) and the scaled-dot-product-attention kernels enabled during the
 generation (comma-separated, e.g. ``flash,efficient,math``)."""
 
-REQUIRED_COLUMNS: tuple[str, ...] = ("backend", "model", "use_cache", "budget", "latency_s")
+REQUIRED_COLUMNS: tuple[str, ...] = ("budget", "latency_s")
+"""The only columns an analysis needs, at its default ``x`` and ``y``; every case column
+is optional (a table without any is one curve), and another ``x`` or ``y`` replaces these."""
 
 CASE_COLUMNS: tuple[str, ...] = (
     "backend",
@@ -187,8 +191,9 @@ def validate_trials(
 ) -> pl.DataFrame:
     """Check a trial table and return it ready for analysis.
 
-    The frame is converted to polars; it must be non-empty and hold the required
-    columns; ``x`` may be ``total_tokens``, derived as ``prompt_tokens + budget``;
+    The frame is converted to polars; it must be non-empty and hold ``x`` and ``y``
+    (every other column is optional: without case columns the table is one curve);
+    ``x`` may be ``total_tokens``, derived as ``prompt_tokens + budget``;
     warm-up rows are dropped; ``x`` and ``y`` must be numeric, finite and ``y`` strictly
     positive (latencies are analysed on the log scale).
 
@@ -202,8 +207,7 @@ def validate_trials(
         The time analysed (``"latency_s"``, or ``"decode_s"`` / ``"prefill_s"`` of an
         instrumented run).
     required : sequence of str, optional
-        Columns that must be present besides ``x`` and ``y``; default
-        ``backend``, ``model`` and ``use_cache``.
+        Columns that must be present besides ``x`` and ``y``; default none.
     drop_warmup : bool, default True
         Drop rows flagged ``warmup``.
 
@@ -226,10 +230,13 @@ def validate_trials(
     Examples
     --------
     >>> import polars as pl
-    >>> df = pl.DataFrame({"backend": "cpu", "model": "m", "use_cache": True,
-    ...                    "budget": [8, 16], "latency_s": [0.1, 0.2]})
+    >>> df = pl.DataFrame({"budget": [8, 16], "latency_s": [0.1, 0.2]})
     >>> validate_trials(df).height
     2
+    >>> validate_trials(df, y="latency")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    regimes.errors.RegimesInputError: ... lacks ... 'latency'; ... did you mean 'latency_s' ...
     >>> validate_trials(df, y="decode_s")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -264,22 +271,35 @@ def _with_total_tokens(frame: pl.DataFrame, x: str) -> pl.DataFrame:
     return frame.with_columns((pl.col("prompt_tokens") + pl.col("budget")).alias("total_tokens"))
 
 
+def closest_column(name: str, columns: Sequence[str]) -> str:
+    """Return ``"did you mean 'COL' for 'NAME'?"`` for the closest of ``columns``, or ``""``.
+
+    Examples
+    --------
+    >>> closest_column("latency", ["budget", "latency_s"])
+    "did you mean 'latency_s' for 'latency'?"
+    """
+    close = difflib.get_close_matches(name, list(columns), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r} for {name!r}?" if close else ""
+
+
 def _require_columns(frame: pl.DataFrame, x: str, y: str, required: Sequence[str] | None) -> None:
-    needed: list[str] = (
-        list(required)
-        if required is not None
-        else [c for c in REQUIRED_COLUMNS if c not in ("budget", "latency_s")]
-    )
-    for column in (x, y):
-        if column not in needed:
-            needed.append(column)
+    """Raise unless ``x``, ``y`` and ``required`` are columns, naming the closest matches."""
+    needed = list(dict.fromkeys([*(required or ()), x, y]))
     missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise RegimesInputError(
-            "the trial table lacks required column(s): "
-            + ", ".join(repr(c) for c in missing)
-            + f"; it has {frame.columns}"
-        )
+    if not missing:
+        return
+    hints = [closest_column(c, frame.columns) for c in missing]
+    fix = (
+        " ".join(h for h in hints if h)
+        if any(hints)
+        else "rename the table's columns, or pass x=/y= naming the columns it has"
+    )
+    raise RegimesInputError(
+        "the trial table lacks required column(s): "
+        + ", ".join(repr(c) for c in missing)
+        + f"; it has {frame.columns}; {fix}"
+    )
 
 
 def _require_finite(frame: pl.DataFrame, x: str, y: str) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+import regimes
 from regimes import RegimesInputError, RegimesWarning, detect_regimes
 from regimes.data.simulate import published_gpt2_medium
 
@@ -159,3 +160,31 @@ def test_a_seed_that_is_not_a_whole_number_is_one_clear_error(trials, seed):
 def test_too_few_replicates_for_the_level_is_one_clear_error(trials):
     with pytest.raises(RegimesInputError, match="n_boot"):
         detect_regimes(trials, n_boot=200, level=0.99)
+
+
+def test_only_x_and_y_are_required(trials: pl.DataFrame, tmp_path) -> None:
+    """A CSV of budget and latency (and optionally a model) is one curve per model."""
+    whole = detect_regimes(trials, n_boot=200)
+    for columns in (["budget", "latency_s"], ["model", "budget", "latency_s"]):
+        path = tmp_path / "own.csv"
+        trials.select(columns).write_csv(path)
+        for by in (None, []):
+            result = detect_regimes(regimes.load(path), by=by, n_boot=200)
+            assert result.groups.height == 1
+            assert result.anomalies.select("start", "end").rows() == (
+                whole.anomalies.select("start", "end").rows()
+            )
+
+
+def test_a_missing_x_or_y_names_the_columns_and_the_closest() -> None:
+    table = pl.DataFrame({"budget": [8, 8, 16, 16], "latency": [0.1, 0.1, 0.2, 0.2]})
+    with pytest.raises(RegimesInputError) as caught:
+        detect_regimes(table)
+    message = str(caught.value)
+    assert "lacks required column(s): 'latency_s'" in message
+    assert "it has ['budget', 'latency']" in message
+    assert "did you mean 'latency' for 'latency_s'?" in message
+    with pytest.raises(RegimesInputError, match="did you mean 'budget' for 'budgets'"):
+        detect_regimes(table, x="budgets", y="latency")
+    with pytest.raises(RegimesInputError, match="by=.*did you mean 'budget'"):
+        detect_regimes(table, y="latency", by=["budgt"])
