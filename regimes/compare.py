@@ -24,6 +24,7 @@ import polars as pl
 from regimes._compare.anomalies import anomaly_rows
 from regimes._compare.shift import budget_rows, difference, shift_row
 from regimes._compare.sides import Key, Side, build_side, match_columns, read_source
+from regimes._compare.statuses import STATUSES
 from regimes._compare.tables import build_tables
 from regimes._compare.text import summary_text
 from regimes._result import AnalysisResult
@@ -32,9 +33,6 @@ from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, c
 from regimes.detect import RegimeResult
 
 __all__ = ["POWER", "STATUSES", "ComparisonResult", "compare_runs"]
-
-STATUSES: tuple[str, ...] = ("appeared", "vanished", "persists", "changed", "inconclusive")
-"""The status of a regime between two runs."""
 
 POWER = 0.8
 """Power the other run must have had at an interval before a regime found in one run

@@ -27,6 +27,14 @@ __all__ = ["COMMANDS", "EXIT_USAGE", "main"]
 
 EXIT_USAGE = 2
 
+EXIT_STATUSES = (
+    "exit status: 0 success; 1 analyze or compare found what --fail-on names; 2 input "
+    "that cannot be used (a missing or malformed run, a bad option), printed as one line "
+    "on stderr; 3 collect stopped by --max-seconds (rerun it to resume); 4 collect ran to "
+    "the end with failed cases recorded; 130 refine interrupted (rerun it to resume)"
+)
+"""Every exit status of the ``regimes`` command, as ``regimes --help`` lists them."""
+
 COMMANDS: dict[str, str] = {
     "collect": "collectors.cli",
     "analyze": "regimes.cli.analyze",
@@ -59,6 +67,7 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="regimes",
         description="Measure decode latency across decoding budgets and find where it "
         "leaves its smooth trend.",
+        epilog=EXIT_STATUSES,
     )
     parser.add_argument("--version", action="version", version=f"regimes {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -13,8 +13,6 @@ from typing import Any
 
 from regimes.data.schema import RegimesInputError, check_seed
 
-X_CHOICES = ("budget", "total_tokens")
-Y_CHOICES = ("latency_s", "decode_s", "prefill_s")
 DETECT_OPTIONS = ("alpha", "min_ratio", "direction", "n_boot", "seed")
 """Detection options the commands pass on only when given (the others keep defaults)."""
 
@@ -24,18 +22,7 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "run", type=Path, metavar="RUN", help="a run directory, or a .parquet / .csv trial table"
     )
-    parser.add_argument(
-        "--x",
-        choices=X_CHOICES,
-        default="budget",
-        help="the axis along which latency is followed (default: budget)",
-    )
-    parser.add_argument(
-        "--y",
-        choices=Y_CHOICES,
-        default="latency_s",
-        help="the time analysed (default: latency_s)",
-    )
+    add_axis_options(parser, "the time analysed")
     parser.add_argument(
         "--by",
         type=column_list,
@@ -62,6 +49,28 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
         "--n-boot", type=whole_number, default=None, help="bootstrap resamples (default 2000)"
     )
     parser.add_argument("--seed", type=seed, default=None, help="random seed, >= 0 (default 0)")
+
+
+def add_axis_options(parser: argparse.ArgumentParser, y_help: str) -> None:
+    """Add ``--x`` and ``--y``: any numeric column of the table, as the Python API takes.
+
+    Their names are checked against the table by :func:`regimes.validate_trials`, which
+    names the closest column when one is missing: the parser cannot know the columns.
+    """
+    parser.add_argument(
+        "--x",
+        default="budget",
+        metavar="COLUMN",
+        help="the axis along which latency is followed: budget, total_tokens (prompt + "
+        "budget) or any numeric column (default: budget)",
+    )
+    parser.add_argument(
+        "--y",
+        default="latency_s",
+        metavar="COLUMN",
+        help=f"{y_help}: latency_s, decode_s, prefill_s or any positive numeric column "
+        "(default: latency_s)",
+    )
 
 
 def detect_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -114,3 +123,38 @@ def _number(text: str, kind: type) -> Any:
     except ValueError:
         word = "a whole number" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"expected {word}, got {text!r}") from None
+
+
+EXIT_FINDING = 1
+"""Exit status of ``analyze`` / ``compare`` when ``--fail-on`` names a finding they made."""
+
+
+EXIT_STATUS_EPILOG = (
+    f"exit status: 0 done, and nothing that --fail-on names was found; {EXIT_FINDING} "
+    "--fail-on names a finding and one was found; 2 input that cannot be used (a missing "
+    "or malformed run, a bad option, a column the table lacks), printed as one line on "
+    "stderr"
+)
+"""The ``--help`` paragraph that lists the exit statuses of ``analyze`` and ``compare``."""
+
+
+def add_fail_on(parser: argparse.ArgumentParser, choices: tuple[str, ...], example: str) -> None:
+    """Add ``--fail-on``: exit with :data:`EXIT_FINDING` when one of ``choices`` is found."""
+
+    def parse(text: str) -> frozenset[str]:
+        names = column_list(text)
+        unknown = [n for n in names if n not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown finding(s) {unknown}; choose from {', '.join(choices)}"
+            )
+        return frozenset(names)
+
+    parser.add_argument(
+        "--fail-on",
+        type=parse,
+        default=frozenset(),
+        metavar="FINDING[,FINDING...]",
+        help=f"exit with status {EXIT_FINDING} when any of these is found, for CI jobs "
+        f"(choices: {', '.join(choices)}; e.g. --fail-on {example})",
+    )

@@ -1,7 +1,8 @@
 """``regimes analyze``: detect where latency leaves its trend, and print or save it.
 
-Prints the headlines and the summary (or the anomalies as JSON or CSV, for scripts);
-with ``-o`` also writes the anomalies, change points and curve tables. Problems the
+Prints the headlines and the summary (or, for scripts, the result's ``to_json()`` object
+or the anomalies as CSV); with ``-o`` also writes the anomalies, change points and curve
+tables. ``--fail-on anomaly`` makes a finding exit with status 1 (for CI). Problems the
 user can fix raise :class:`~regimes.errors.RegimesInputError`, which
 :func:`regimes.cli.main` prints as one line with exit status 2.
 """
@@ -16,7 +17,13 @@ from typing import Any
 
 import polars as pl
 
-from regimes.cli._options import add_detection_options, detect_options
+from regimes.cli._options import (
+    EXIT_FINDING,
+    EXIT_STATUS_EPILOG,
+    add_detection_options,
+    add_fail_on,
+    detect_options,
+)
 from regimes.data.schema import RegimesInputError
 
 __all__ = ["register", "run_analyze"]
@@ -29,15 +36,18 @@ def register(subparsers: Any) -> None:
         help="find where latency leaves its smooth trend",
         description="Detect anomalous budget intervals and change points in a run and "
         "print the summary; with -o, also write the result tables.",
+        epilog=EXIT_STATUS_EPILOG,
     )
     add_detection_options(analyze)
     analyze.add_argument(
         "--format",
         choices=("table", "json", "csv"),
         default="table",
-        help="stdout: the readable summary (table) or the anomalies as "
-        "JSON records or CSV (default: table)",
+        help="stdout: the readable summary (table), the whole result as JSON (its "
+        "to_json(): anomalies, change_points, curve, groups, status, params) or the "
+        "anomalies as CSV (default: table)",
     )
+    add_fail_on(analyze, ("anomaly",), "anomaly")
     analyze.add_argument(
         "-o",
         "--outdir",
@@ -62,11 +72,10 @@ def run_analyze(args: argparse.Namespace) -> int:
 
     run = read_run(args.run)
     result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **detect_options(args))
-    anomalies = flat(result.anomalies)
     if args.format == "json":
-        sys.stdout.write(anomalies.write_json() + "\n")
+        sys.stdout.write(result.to_json() + "\n")
     elif args.format == "csv":
-        sys.stdout.write(anomalies.write_csv())
+        sys.stdout.write(flat(result.anomalies).write_csv())
     else:
         print("\n".join(headlines(result)))
         print()
@@ -77,6 +86,8 @@ def run_analyze(args: argparse.Namespace) -> int:
         stream = sys.stdout if args.format == "table" else sys.stderr
         for path in written:
             print(f"wrote {path}", file=stream)
+    if "anomaly" in args.fail_on and result.anomalies.height:
+        return EXIT_FINDING
     return 0
 
 

@@ -2,7 +2,8 @@
 
 ``regimes compare BASE NEW`` prints the summary of :func:`regimes.compare_runs` (or its
 result as JSON, or the ``changes`` table as CSV, for scripts) and with ``-o`` writes
-every table of the result to a folder. Problems the user can fix raise
+every table of the result to a folder; ``--fail-on appeared,changed`` makes a regime of
+those statuses exit with status 1 (for CI). Problems the user can fix raise
 :class:`RegimesInputError`, which :mod:`regimes.cli` prints as one line with exit
 status 2.
 """
@@ -14,7 +15,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from regimes.cli._options import at_least_one, column_list, probability, seed, whole_number
+import polars as pl
+
+from regimes._compare.statuses import STATUSES
+from regimes.cli._options import (
+    EXIT_FINDING,
+    EXIT_STATUS_EPILOG,
+    add_axis_options,
+    add_fail_on,
+    at_least_one,
+    column_list,
+    probability,
+    seed,
+    whole_number,
+)
 from regimes.cli.analyze import flat
 from regimes.errors import RegimesInputError
 
@@ -29,6 +43,7 @@ def register(subparsers: Any) -> None:
         description="Compare two runs of a sweep (a torch or OS upgrade, another machine, "
         "another day): each regime of either run with its status, the new run's latency "
         "over the base's as one shift and per budget, and the environment difference.",
+        epilog=EXIT_STATUS_EPILOG,
     )
     parser.add_argument(
         "base", type=Path, metavar="BASE", help="the base run: a run directory or trial file"
@@ -44,18 +59,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-o", "--outdir", type=Path, default=None, help="write every result table here (CSV)"
     )
-    parser.add_argument(
-        "--x",
-        choices=("budget", "total_tokens"),
-        default="budget",
-        help="the axis along which latency is followed (default: budget)",
-    )
-    parser.add_argument(
-        "--y",
-        choices=("latency_s", "decode_s", "prefill_s"),
-        default="latency_s",
-        help="the time compared (default: latency_s)",
-    )
+    add_axis_options(parser, "the time compared")
     parser.add_argument(
         "--by",
         type=column_list,
@@ -69,6 +73,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--n-boot", type=whole_number, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0")
+    add_fail_on(parser, STATUSES, "appeared,changed")
     parser.set_defaults(handler=run_compare)
 
 
@@ -98,6 +103,8 @@ def run_compare(args: argparse.Namespace) -> int:
         stream = sys.stdout if args.format == "table" else sys.stderr
         for path in _write(result, args.outdir):
             print(f"wrote {path}", file=stream)
+    if args.fail_on and result.changes.filter(pl.col("status").is_in(list(args.fail_on))).height:
+        return EXIT_FINDING
     return 0
 
 

@@ -276,6 +276,15 @@ def test_cli_machine_formats(runs_on_disk, capsys, fmt):
         assert out.splitlines()[0].split(",")[-1] == "note" and "vanished" in out
 
 
+def test_cli_fail_on_exits_1_only_for_the_statuses_it_names(runs_on_disk, capsys):
+    base, new = map(str, runs_on_disk)
+    fast = ["--n-boot", "100"]
+    assert main(["compare", base, new, *fast, "--fail-on", "vanished"]) == 1
+    assert main(["compare", base, new, *fast, "--fail-on", "appeared,changed"]) == 0
+    assert main(["compare", base, new, *fast, "--fail-on", "gone"]) == 2
+    assert "unknown finding(s) ['gone']" in capsys.readouterr().err
+
+
 def test_cli_error_is_one_line_with_exit_status_2(runs_on_disk, tmp_path, capsys):
     assert main(["compare", str(runs_on_disk[0]), str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err

@@ -41,13 +41,39 @@ def test_table_prints_headlines_and_summary(run, synthetic_run, capsys):
     assert "Regime detection" in out and "Change points" in out
 
 
-def test_json_lists_the_anomalies(run, expected, capsys):
+def test_json_prints_the_result_object(run, expected, capsys):
     assert main(["analyze", str(run), *FAST, "--format", "json"]) == 0
-    records = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(expected.to_json())
+    assert {"anomalies", "change_points", "curve", "groups", "status", "params"} <= set(printed)
+    records = printed["anomalies"]
     assert [(r["model"], r["start"], r["end"]) for r in records] == (
         expected.anomalies.select("model", "start", "end").rows()
     )
     assert records[0]["ratio_low"] == pytest.approx(expected.anomalies["ratio_low"][0])
+
+
+def test_fail_on_anomaly_exits_1_on_a_finding_and_0_without(run, expected, tmp_path, capsys):
+    assert expected.anomalies.height
+    assert main(["analyze", str(run), *FAST, "--fail-on", "anomaly"]) == 1
+    flat = tmp_path / "flat.parquet"
+    # the spike's cells at the level of their neighbours: nothing left to find
+    trials = load(run)
+    start, end = expected.anomalies.row(0, named=True)["start"], expected.anomalies["end"][0]
+    inside = pl.col("budget").is_between(start, end)
+    trials.filter(~inside).write_parquet(flat)
+    assert main(["analyze", str(flat), *FAST, "--fail-on", "anomaly"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "nowhere"), "--fail-on", "anomaly"]) == 2
+
+
+def test_help_lists_every_exit_status(capsys):
+    for command in (["analyze"], ["compare"], []):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for status in ("0 ", "1 ", "2 input"):
+            assert f"; {status}" in text or f"status: {status}" in text, (command, text)
 
 
 def test_csv_on_stdout_and_tables_in_outdir(run, expected, tmp_path, capsys):
@@ -77,7 +103,7 @@ def test_parquet_tables_equal_the_api_result(run, expected, tmp_path, capsys):
 
 def test_total_tokens_shifts_the_interval_by_the_prompt(run, expected, capsys):
     assert main(["analyze", str(run), *FAST, "--x", "total_tokens", "--format", "json"]) == 0
-    records = json.loads(capsys.readouterr().out)
+    records = json.loads(capsys.readouterr().out)["anomalies"]
     assert [(r["start"], r["end"]) for r in records] == [
         (s + 65, e + 65) for s, e in expected.anomalies.select("start", "end").rows()
     ]

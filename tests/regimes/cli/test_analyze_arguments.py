@@ -5,11 +5,13 @@ The runs are synthetic (``simulate_sweep``), written by the library.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 import regimes
@@ -47,7 +49,9 @@ def one_line(capsys) -> str:
         (["--n-boot", "1.5"], "argument --n-boot: expected a whole number"),
         (["--n-boot", str(10**9)], "n_boot=1000000000 would need about"),
         (["--alpha", "2"], "argument --alpha: must be between 0 and 1"),
-        (["--x", "tokens"], "argument --x: invalid choice"),
+        (["--x", "tokens"], "lacks required column(s): 'tokens'"),
+        (["--y", "latency"], "did you mean 'latency_s' for 'latency'?"),
+        (["--fail-on", "anomalies"], "argument --fail-on: unknown finding(s) ['anomalies']"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(run, capsys, args, says):
@@ -80,3 +84,15 @@ def test_python_m_regimes_writes_identical_tables_on_two_calls(run, tmp_path):
     assert sorted(outputs[0]) == ["anomalies.csv", "change_points.csv", "curve.csv"]
     assert outputs[0] == outputs[1]
     assert outputs[0]["anomalies.csv"].count(b"\n") == 4  # the header and a spike per curve
+
+
+def test_x_and_y_take_any_numeric_column(run, tmp_path, capsys):
+    """``--x``/``--y`` take what the API takes: a table of the user's own column names."""
+    own = tmp_path / "own.csv"
+    trials = regimes.load(run).filter(~pl.col("warmup"))
+    trials.select(tokens="budget", seconds="latency_s", model="model").write_csv(own)
+    args = ["analyze", str(own), "--x", "tokens", "--y", "seconds", "--format", "json"]
+    assert main([*args, "--n-boot", "200"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["params"]["x"], result["params"]["y"]) == ("tokens", "seconds")
+    assert len(result["anomalies"]) == 3 and {"tokens", "median"} <= set(result["curve"][0])
