@@ -9,13 +9,15 @@ parquet part sent back through a :class:`distributed.Queue` as soon as it is wri
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 from regimes.data.io import RunWriter
 
@@ -222,7 +224,9 @@ def run_unit(order: UnitOrder) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="regimes-fleet-") as tmp:
         writer = RunWriter(Path(tmp) / "run", order.meta)
         for table, data in order.seed_parts.items():
-            (writer.path / table / f"part-seed-{uuid.uuid4().hex}.parquet").write_bytes(data)
+            # Through the writer: in a format-2 run every part carries its checksum and
+            # the run's id, or the session runner would refuse the seed as foreign.
+            getattr(writer, f"write_{table}")(pl.read_parquet(io.BytesIO(data)))
         shipper = _Shipper(writer.path, order)
         spec = SweepSpec.from_dict(order.meta["spec"], check_available=False)
         messages: list[str] = []

@@ -29,7 +29,15 @@ from typing import Any
 
 import polars as pl
 
-from regimes.data.io import _parts, read_meta, read_verified_part, verify_part_as_polars_reads_it
+from regimes.data._membership import RunIdentity, require_regular_file
+from regimes.data.io import (
+    _parts,
+    read_meta,
+    read_run_part,
+    read_verified_part,
+    verify_part_as_polars_reads_it,
+    warn_unverified,
+)
 from regimes.data.schema import TRIAL_SCHEMA
 from regimes.errors import RegimesInputError
 
@@ -93,6 +101,7 @@ def _read_meta(path: Path) -> dict[str, Any]:
         meta_path = path / "meta.json"
         return read_meta(meta_path) if meta_path.exists() else {}
     if path.suffix == ".parquet" and path.exists():
+        require_regular_file(path, "trial file")
         return read_verified_part(path)[1]
     return {}
 
@@ -152,11 +161,12 @@ def _conformed(frame: pl.LazyFrame, where: Path) -> pl.LazyFrame:
     )
 
 
-def _scan_trials(path: Path, verify: bool) -> pl.LazyFrame:
+def _scan_trials(path: Path, verify: bool, meta: dict[str, Any]) -> pl.LazyFrame:
     """Scan the trials of one run (directory, parquet or CSV file); duplicates once."""
     if not path.exists():
         raise RegimesInputError(f"no run at {str(path)!r}: the path does not exist")
-    if path.is_file():
+    if not path.is_dir():
+        require_regular_file(path, "trial file")
         if path.suffix == ".parquet":
             return _scan_part(path, verify)
         if path.suffix == ".csv":
@@ -165,26 +175,33 @@ def _scan_trials(path: Path, verify: bool) -> pl.LazyFrame:
     parts = _parts(path / "trials")
     if not parts:
         raise RegimesInputError(f"{str(path)!r} is not a run directory (no trials/*.parquet)")
-    frames = [_conformed(_scan_part(part, verify), part) for part in parts]
+    identity = RunIdentity.of(path, meta)
+    unverified = 0
+    for part in parts if verify else ():
+        # As regimes.load reads it: verified, of this run, with the required columns.
+        unverified += not read_run_part(part, "trials", identity)[1]
+    warn_unverified(path, unverified)
+    frames = [_conformed(_scan_part(p, verify, read_by_pyarrow=True), p) for p in parts]
     # rows identical in every column are the trace of an interrupted compaction
     # (see regimes.data.io.read_run), never two measurements
     return pl.concat(frames, how="vertical").unique(maintain_order=True)
 
 
-def _scan_part(part: Path, verify: bool) -> pl.LazyFrame:
-    """Scan one parquet part, checked first against its checksum when ``verify``.
+def _scan_part(part: Path, verify: bool, *, read_by_pyarrow: bool = False) -> pl.LazyFrame:
+    """Scan one parquet part, checked first as polars reads it when ``verify``.
 
-    Verifying decodes the part with pyarrow (as :func:`regimes.load` reads it) and with
-    polars (as the scan will), each checked against the checksum of its content
-    (regimes.data.io), one part at a time and then dropped, so a damaged part is
-    refused by name while memory holds no more than one part; the frame itself stays a
-    lazy ``scan_parquet``, read again, with only the columns and rows asked for, when
-    collected.
+    Verifying decodes the part with polars (as the scan will) and checks it against the
+    checksum of its content (regimes.data.io), one part at a time and then dropped
+    (and with pyarrow, as :func:`regimes.load` reads it, unless ``read_by_pyarrow``
+    says the caller did), so a damaged part is refused by name while memory
+    holds no more than one part; the frame itself stays a lazy ``scan_parquet``, read
+    again, with only the columns and rows asked for, when collected.
     """
     if verify:
         # Both readers: load() reads with pyarrow, the scan with polars, and the two do
         # not read every byte alike; a part passes only when both read it as written.
-        read_verified_part(part)
+        if not read_by_pyarrow:
+            read_verified_part(part)
         verify_part_as_polars_reads_it(part)
     try:
         frame = pl.scan_parquet(part)
@@ -256,7 +273,7 @@ def scan_runs(paths: PathLike | Sequence[PathLike], *, verify: bool = True) -> p
                 f"{run_id!r}): give each run once"
             )
         seen[run_id] = path
-        frames.append(_tagged(_scan_trials(path, verify), run_id, run_environment(meta)))
+        frames.append(_tagged(_scan_trials(path, verify, meta), run_id, run_environment(meta)))
     return pl.concat(frames, how="diagonal_relaxed")
 
 

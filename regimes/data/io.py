@@ -20,9 +20,13 @@ Integrity. Each part's key-value metadata also holds the results format version
 kind, nulls and values, with the metadata and the version), recorded at write time.
 Loading recomputes it: a part whose bytes changed on disk is refused with its name, or
 skipped with a :class:`~regimes.errors.RegimesWarning` when asked
-(``on_damaged="skip"``), never read with silently changed values. Runs written before
-format 2 carry no checksum and are read as they are. A run or part written by a newer
-format than this version reads is refused with a message saying so.
+(``on_damaged="skip"``), never read with silently changed values. In a run of format 2
+every part must carry its checksum, the run's ``run_id`` and its spec
+(:mod:`regimes.data._membership`): a part rewritten by another tool, or another run's
+part copied in, is refused by name. Runs written before format 2 carry no checksum and
+are read with one warning saying so (:func:`upgrade_run` records checksums). A run or
+part written by a newer format than this version reads is refused with a message
+saying so. Every row of a run's table holds :data:`REQUIRED_ON_DISK`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +47,7 @@ import polars as pl
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 
+from regimes.data._membership import RunIdentity, regular_parts, require_regular_file
 from regimes.data.schema import (
     ERROR_SCHEMA,
     STEP_SCHEMA,
@@ -51,7 +57,16 @@ from regimes.data.schema import (
     as_polars,
 )
 
-__all__ = ["FORMAT_VERSION", "TRIAL_KEY", "Run", "RunWriter", "load", "read_run", "save"]
+__all__ = [
+    "FORMAT_VERSION",
+    "TRIAL_KEY",
+    "Run",
+    "RunWriter",
+    "load",
+    "read_run",
+    "save",
+    "upgrade_run",
+]
 
 FORMAT_VERSION = 2
 """The results format this version writes and the newest it reads. 1: runs written
@@ -87,21 +102,52 @@ class _DamagedPart(Exception):
         self.reason = reason
 
 
-def _conform(
-    rows: pl.DataFrame | list[dict[str, Any]], schema: dict[str, pl.DataType]
-) -> pl.DataFrame:
+REQUIRED_ON_DISK: dict[str, tuple[str, ...]] = {
+    "trials": (
+        "backend",
+        "model",
+        "use_cache",
+        "budget",
+        "latency_s",
+        "warmup",
+        "session",
+        "trial",
+    ),
+    "steps": ("step", "step_s"),
+    "errors": ("error_type",),
+}
+"""Columns every row of a run's table holds: without ``warmup`` the warm-ups would be
+analysed as measured trials, without ``session`` and ``trial`` a resume could not tell
+what is done. Checked when a part is written and when it is read."""
+
+
+def _conform(rows: pl.DataFrame | list[dict[str, Any]], table: str) -> pl.DataFrame:
+    """Give rows of ``table`` its schema's columns and types; refuse what it cannot hold."""
+    schema = _TABLES[table]
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(rows, infer_schema_length=None)
     extra = [c for c in frame.columns if c not in schema]
     if extra:
         raise RegimesInputError(f"unknown column(s) for this table: {extra}")
-    return frame.select(
-        [
-            (
-                pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)
-            ).alias(name)
-            for name, dtype in schema.items()
-        ]
-    )
+    columns = [_conformed_column(frame, name, dtype) for name, dtype in schema.items()]
+    out = pl.DataFrame(columns)
+    missing = [c for c in REQUIRED_ON_DISK[table] if out.get_column(c).null_count()]
+    if missing and out.height:
+        raise RegimesInputError(
+            f"the {table} table needs column(s) {missing} in every row (missing or null here)"
+        )
+    return out
+
+
+def _conformed_column(frame: pl.DataFrame, name: str, dtype: pl.DataType) -> pl.Series:
+    """One column of the schema: cast strictly, or all null when the frame lacks it."""
+    if name not in frame.columns:
+        return pl.Series(name, [None] * frame.height, dtype=dtype)
+    try:
+        return frame.get_column(name).cast(dtype)
+    except pl.exceptions.PolarsError:
+        raise RegimesInputError(
+            f"column {name!r} holds {frame.schema[name]} values that cannot be read as {dtype}"
+        ) from None
 
 
 def _content_digest(table: pa.Table, meta: bytes, version: int) -> str:
@@ -152,17 +198,37 @@ def _atomic_write_parquet(frame: pl.DataFrame, path: Path, meta: Mapping[str, An
         }
     )
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
-        pq.write_table(table, handle, compression="zstd")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    with _cleaned_on_failure(tmp, path):
+        with open(tmp, "wb") as handle:
+            pq.write_table(table, handle, compression="zstd")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
 
 
 def _atomic_write_text(text: str, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with _cleaned_on_failure(tmp, path):
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+@contextmanager
+def _cleaned_on_failure(tmp: Path, target: Path) -> Iterator[None]:
+    """Remove ``tmp`` when writing it fails, and name ``target`` in the error.
+
+    A full disk or a file-size limit fails the write itself, whose error names no file;
+    the caller's message must say which file could not be written, and no temporary
+    file may be left behind (a rerun could not tell it from a live writer's).
+    """
+    try:
+        yield
+    except BaseException as exc:
+        with suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
+        raise
 
 
 def _newer(where: str, version: int) -> RegimesInputError:
@@ -172,12 +238,33 @@ def _newer(where: str, version: int) -> RegimesInputError:
     )
 
 
+_META_FIELDS: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "spec": (dict,),
+    "environment": (dict, type(None)),
+    "resumes": (list,),
+    "batches": (list,),
+    "fleet": (dict,),
+}
+"""The ``meta.json`` keys readers rely on, and the JSON kinds each may hold."""
+
+
 def read_meta(path: Path) -> dict[str, Any]:
-    """Read ``meta.json``: a JSON object whose format this version reads."""
+    """Read ``meta.json``: a JSON object whose format this version reads.
+
+    Raises
+    ------
+    RegimesInputError
+        Naming the file: not a regular file, unreadable, not UTF-8 JSON (or nested too
+        deeply to parse), not an object, a key of the wrong kind, or a newer format.
+    """
+    require_regular_file(path, "run metadata")
     try:
         meta = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RegimesInputError(f"{str(path)!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RegimesInputError(f"{str(path)!r} is nested too deeply to be run metadata") from None
     except OSError as exc:
         raise RegimesInputError(f"cannot read {str(path)!r}: {exc.strerror}") from None
     if not isinstance(meta, dict):
@@ -185,6 +272,7 @@ def read_meta(path: Path) -> dict[str, Any]:
             f"{str(path)!r} must hold a JSON object (the run's metadata), found a "
             f"{type(meta).__name__}"
         )
+    _check_meta_fields(path, meta)
     version = meta.get("format_version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise RegimesInputError(
@@ -193,6 +281,22 @@ def read_meta(path: Path) -> dict[str, Any]:
     if version > FORMAT_VERSION:
         raise _newer(f"the run {str(path.parent)!r}", version)
     return meta
+
+
+def _check_meta_fields(path: Path, meta: dict[str, Any]) -> None:
+    """Refuse a ``meta.json`` key of the wrong kind (a list where an object belongs)."""
+    for key, kinds in _META_FIELDS.items():
+        if key in meta and not isinstance(meta[key], kinds):
+            raise RegimesInputError(
+                f"{str(path)!r} holds {key!r} as a {type(meta[key]).__name__}, which is not "
+                "what regimes writes there: the run's metadata is damaged"
+            )
+    for key in ("resumes", "batches"):
+        if any(not isinstance(item, dict) for item in meta.get(key, [])):
+            raise RegimesInputError(
+                f"{str(path)!r} holds {key!r} entries that are not objects: the run's "
+                "metadata is damaged"
+            )
 
 
 class RunWriter:
@@ -242,13 +346,16 @@ class RunWriter:
         for table in _TABLES:
             (self.path / table).mkdir(exist_ok=True)
         if meta_path.exists():
+            # A resumed run keeps its format: parts of a format-1 run carry no
+            # checksum, and a format-2 run must have one in every part.
             existing = read_meta(meta_path)
             existing.setdefault("resumes", []).append(meta)
+            existing.setdefault("format_version", 1)
             self.meta = existing
         else:
             self.meta = dict(meta)
             self.meta.setdefault("run_id", uuid.uuid4().hex[:12])
-        self.meta["format_version"] = FORMAT_VERSION
+            self.meta["format_version"] = FORMAT_VERSION
         _atomic_write_text(json.dumps(self.meta, indent=2, default=str), meta_path)
 
     @property
@@ -257,7 +364,7 @@ class RunWriter:
         return str(self.meta["run_id"])
 
     def _write(self, table: str, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
-        frame = _conform(rows, _TABLES[table])
+        frame = _conform(rows, table)
         if frame.height == 0:
             return None
         part = self.path / table / f"part-{uuid.uuid4().hex}.parquet"
@@ -293,11 +400,18 @@ class RunWriter:
         drops such exact duplicate rows. A damaged part stops the compaction before
         anything is written.
         """
+        identity = RunIdentity.of(self.path, read_meta(self.path / "meta.json"))
         for table, schema in _TABLES.items():
             parts = _parts(self.path / table)
             if len(parts) < 2:
                 continue
-            frames, _ = _read_parts(parts, schema, "raise")
+            try:
+                frames, _, _ = _read_parts(parts, table, "raise", identity)
+            except _DamagedPart as exc:
+                raise RegimesInputError(
+                    f"part {table}/{exc.path.name} of the run {str(self.path)!r} is damaged: "
+                    f"{exc.reason}; the run was not compacted"
+                ) from None
             merged = _concat(frames, schema)
             if "order" in merged.columns:
                 merged = merged.sort("order", nulls_last=True, maintain_order=True)
@@ -342,8 +456,12 @@ class Run:
     path: Path | None = None
 
 
-def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Read one parquet part, verify its format and checksum; return it and its meta."""
+def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any], bool]:
+    """Read one parquet part, verify its format and checksum.
+
+    Returns the frame, the metadata its writer recorded, and whether it carries a
+    checksum (parts of format-1 runs do not).
+    """
     try:
         with open(path, "rb") as handle:
             table = pq.ParquetFile(handle).read()
@@ -353,7 +471,8 @@ def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
         raise _DamagedPart(
             path, f"not readable as parquet ({' '.join(str(exc).split())})"
         ) from None
-    meta = _verified_meta(path, table, table.schema.metadata or {})
+    metadata = table.schema.metadata or {}
+    meta = _verified_meta(path, table, metadata)
     try:
         # Full validation refuses text that is not UTF-8, which polars would take and
         # later fail on; only a part without a checksum can get this far with it.
@@ -362,7 +481,7 @@ def _read_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
     except Exception as exc:  # a part without checksum can hold anything
         raise _DamagedPart(path, f"its columns cannot be read ({type(exc).__name__})") from None
     assert isinstance(frame, pl.DataFrame)
-    return frame, meta
+    return frame, meta, _SUM_KEY in metadata
 
 
 def _verified_meta(path: Path, table: pa.Table, metadata: dict[bytes, bytes]) -> dict[str, Any]:
@@ -383,7 +502,7 @@ def _verified_meta(path: Path, table: pa.Table, metadata: dict[bytes, bytes]) ->
             )
     try:
         meta = json.loads(meta_bytes) if meta_bytes else {}
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise _DamagedPart(path, "its metadata is not valid JSON") from None
     return meta if isinstance(meta, dict) else {}
 
@@ -425,28 +544,67 @@ def read_verified_part(path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
     For readers that assemble runs themselves (:mod:`regimes.data._runs`).
     """
     try:
-        return _read_part(path)
+        return _read_part(path)[:2]
+    except _DamagedPart as exc:
+        raise RegimesInputError(f"part {str(path)!r} is damaged: {exc.reason}") from None
+
+
+def _member_part(path: Path, table: str, identity: RunIdentity) -> tuple[pl.DataFrame, bool]:
+    """Read a part of a run directory: verified, of this run, conformed to ``table``.
+
+    Returns the conformed rows and whether the part carries a checksum. A part that
+    belongs to another run raises :class:`RegimesInputError` (never skipped: its rows
+    are not damaged, they are someone else's); anything else wrong is a damaged part.
+    """
+    frame, meta, checksummed = _read_part(path)
+    if identity.version >= 2 and not checksummed:
+        raise _DamagedPart(
+            path,
+            "it carries no checksum, which every part of a format-2 run has (it was "
+            "written by something other than the run's writer, or its metadata was lost)",
+        )
+    reason = identity.foreign_reason(meta)
+    if reason is not None:
+        raise RegimesInputError(
+            f"part {table}/{path.name} of the run {str(identity.where)!r} belongs to another "
+            f"run: {reason}; move it out of the run directory"
+        )
+    try:
+        return _conform(frame, table), checksummed
+    except RegimesInputError as exc:  # columns that no writer of this table makes
+        raise _DamagedPart(path, str(exc)) from None
+
+
+def read_run_part(path: Path, table: str, identity: RunIdentity) -> tuple[pl.DataFrame, bool]:
+    """Read one part of a run directory as :func:`read_run` does; raise naming it if not.
+
+    For :mod:`regimes.data._runs`, which scans runs part by part.
+    """
+    try:
+        return _member_part(path, table, identity)
     except _DamagedPart as exc:
         raise RegimesInputError(f"part {str(path)!r} is damaged: {exc.reason}") from None
 
 
 def _read_parts(
-    paths: list[Path], schema: dict[str, pl.DataType], on_damaged: OnDamaged
-) -> tuple[list[pl.DataFrame], list[_DamagedPart]]:
-    """Read and conform every part; damaged ones raise, or are returned apart to skip."""
-    frames, damaged = [], []
+    paths: list[Path], table: str, on_damaged: OnDamaged, identity: RunIdentity
+) -> tuple[list[pl.DataFrame], list[_DamagedPart], int]:
+    """Read every part of one table; damaged ones raise, or are returned apart to skip.
+
+    Returns the frames, the damaged parts, and how many parts carry no checksum.
+    """
+    frames, damaged, unverified = [], [], 0
     for path in paths:
         try:
-            frames.append(_conform(_read_part(path)[0], schema))
+            frame, checksummed = _member_part(path, table, identity)
         except _DamagedPart as exc:
             if on_damaged == "raise":
                 raise
             damaged.append(exc)
-        except RegimesInputError as exc:  # columns that no writer of this table makes
-            if on_damaged == "raise":
-                raise _DamagedPart(path, str(exc)) from None
-            damaged.append(_DamagedPart(path, str(exc)))
-    return frames, damaged
+            continue
+        frames.append(frame)
+        unverified += not checksummed
+    return frames, damaged, unverified
 
 
 def _concat(frames: list[pl.DataFrame], schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -458,9 +616,19 @@ def _concat(frames: list[pl.DataFrame], schema: dict[str, pl.DataType]) -> pl.Da
 
 
 def _parts(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.glob("*.parquet") if not p.name.startswith("."))
+    return regular_parts(directory)
+
+
+def warn_unverified(where: Path, count: int) -> None:
+    """Say once that a format-1 run's ``count`` parts cannot be verified (none: silent)."""
+    if count:
+        warnings.warn(
+            f"the run {str(where)!r} was written before results format 2: its {count} "
+            "part(s) carry no checksum, so values changed on disk would go unnoticed "
+            "(regimes.data.io.upgrade_run records checksums of what it holds now)",
+            RegimesWarning,
+            stacklevel=3,
+        )
 
 
 def _check_on_damaged(on_damaged: Any) -> None:
@@ -471,8 +639,9 @@ def _check_on_damaged(on_damaged: Any) -> None:
 def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -> Run:
     """Read a run directory (or a single parquet or CSV trial file) from disk.
 
-    Every part is verified against the checksum recorded when it was written (parts of
-    runs written before format 2 have none and are read as they are). Rows repeated
+    Every part is verified against the checksum recorded when it was written and
+    against the run it claims to belong to (parts of runs written before format 2 have
+    no checksum: such a run is read with one warning). Rows repeated
     exactly (every column equal, which for trials includes the unique execution
     ``order``) are read once: they are the trace of an interrupted
     :meth:`RunWriter.compact`, never two measurements.
@@ -496,7 +665,8 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
     RegimesInputError
         With one line naming the problem: a missing path, a directory that is not a
         run, a ``meta.json`` that is not a JSON object, a damaged part (with
-        ``on_damaged="raise"``), or a run written by a newer results format.
+        ``on_damaged="raise"``), a part of another run, a file that is not a regular
+        file, or a run written by a newer results format.
 
     See Also
     --------
@@ -513,7 +683,8 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
     p = Path(path)
     if not p.exists():
         raise RegimesInputError(f"no run at {str(p)!r}: the path does not exist")
-    if p.is_file():
+    if not p.is_dir():
+        require_regular_file(p, "trial file")
         return _read_file(p)
     meta_path = p / "meta.json"
     trial_parts = _parts(p / "trials")
@@ -522,31 +693,43 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
             f"{str(p)!r} is not a run directory (no meta.json and no trials/*.parquet)"
         )
     meta = read_meta(meta_path) if meta_path.exists() else {}
+    tables, unverified = _read_tables(p, RunIdentity.of(p, meta), on_damaged)
+    warn_unverified(p, unverified)
+    return Run(tables["trials"], tables["steps"], tables["errors"], meta, p)
+
+
+def _read_tables(
+    p: Path, identity: RunIdentity, on_damaged: OnDamaged
+) -> tuple[dict[str, pl.DataFrame], int]:
+    """Read every table of a run directory; return them and the unverified part count."""
     tables: dict[str, pl.DataFrame] = {}
+    unverified = 0
     for table, schema in _TABLES.items():
         try:
-            frames, damaged = _read_parts(_parts(p / table), schema, on_damaged)
+            frames, damaged, count = _read_parts(_parts(p / table), table, on_damaged, identity)
         except _DamagedPart as exc:
             raise RegimesInputError(
                 f"part {table}/{exc.path.name} of the run {str(p)!r} is damaged: {exc.reason}; "
-                "pass on_damaged='skip' to load the run without it"
+                "to load the run without it pass on_damaged='skip' (regimes.load) or "
+                "--skip-damaged (the regimes command)"
             ) from None
         for part in damaged:
             warnings.warn(
                 f"skipped damaged part {table}/{part.path.name} of the run {str(p)!r} "
                 f"({part.reason}); its rows are not loaded",
                 RegimesWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         tables[table] = _concat(frames, schema)
-    return Run(tables["trials"], tables["steps"], tables["errors"], meta, p)
+        unverified += count
+    return tables, unverified
 
 
 def _read_file(path: Path) -> Run:
     """Read a single ``.parquet`` or ``.csv`` trial table."""
     if path.suffix == ".parquet":
         try:
-            frame, meta = _read_part(path)
+            frame, meta, _ = _read_part(path)
         except _DamagedPart as exc:
             raise RegimesInputError(f"{str(path)!r} is damaged: {exc.reason}") from None
     elif path.suffix == ".csv":
@@ -665,6 +848,58 @@ def scan(
     from regimes.data._runs import scan_runs
 
     return scan_runs(path, verify=verify)
+
+
+def upgrade_run(path: str | os.PathLike[str]) -> int:
+    """Record a checksum in every part of a format-1 run, making it a format-2 run.
+
+    A format-1 run (written before checksums) is read with a warning that its parts
+    cannot be verified. Upgrading rewrites each part, atomically and with the same rows
+    and metadata, with the checksum of what it holds *now*: from then on any change is
+    refused, but a change made before the upgrade cannot be detected. A part that
+    records no ``run_id`` or spec (older than that metadata) is given the run's.
+    ``meta.json`` records ``format_version: 2`` and ``upgraded_from_format: 1``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run directory.
+
+    Returns
+    -------
+    int
+        The number of parts rewritten (0 for a run already at format 2).
+
+    Raises
+    ------
+    RegimesInputError
+        As :func:`read_run` for a run that cannot be read.
+    """
+    run_dir = Path(path)
+    meta_path = run_dir / "meta.json"
+    meta = read_meta(meta_path)
+    if meta.get("format_version", 1) >= 2:
+        return 0
+    identity = RunIdentity.of(run_dir, meta)
+    rewritten = 0
+    for table in _TABLES:
+        for part in _parts(run_dir / table):
+            try:
+                frame, part_meta, _ = _read_part(part)
+            except _DamagedPart as exc:
+                raise RegimesInputError(f"part {str(part)!r} is damaged: {exc.reason}") from None
+            reason = identity.foreign_reason(part_meta)
+            if reason is not None:
+                raise RegimesInputError(f"part {str(part)!r} belongs to another run: {reason}")
+            # A part older than the recorded metadata is this run's: say so in it.
+            owner: dict[str, Any] = {
+                k: meta[k] for k in ("run_id", "spec") if k in meta and k not in part_meta
+            }
+            _atomic_write_parquet(frame, part, {**part_meta, **owner})
+            rewritten += 1
+    meta.update(format_version=FORMAT_VERSION, upgraded_from_format=1)
+    _atomic_write_text(json.dumps(meta, indent=2, default=str), meta_path)
+    return rewritten
 
 
 def save(df: Any, path: str | os.PathLike[str], meta: dict[str, Any] | None = None) -> Path:
