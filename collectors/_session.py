@@ -51,6 +51,9 @@ case's warm-ups to reach its first measured trial."""
 
 _PROCESS_ID: tuple[int, str] | None = None
 
+_ATTENTION_COLUMNS = ("attn_implementation", "sdpa_backends")
+"""Columns of a trial row that say which attention ran; its step rows repeat them."""
+
 
 def host_name() -> str:
     """Return the host name trials record: ``$REGIMES_HOST`` if set, else the machine's.
@@ -279,9 +282,13 @@ class _SessionRun:
 
     @staticmethod
     def step_frame(item: ScheduledTrial, row: dict[str, Any], step_s: list[float]) -> pl.DataFrame:
-        """Build the ``steps`` rows of one instrumented trial."""
-        keys = ("run_id", "session", "device", "trial", "warmup")
-        constants = {**case_dict(item.case), **{k: row[k] for k in keys}}
+        """Build the ``steps`` rows of one instrumented trial.
+
+        The attention columns travel with the case keys: two implementations of one case
+        share every other key, and their steps must not be mixed.
+        """
+        keys = ("run_id", "session", "device", "trial", "warmup", *_ATTENTION_COLUMNS)
+        constants = {**case_dict(item.case), **{k: row.get(k) for k in keys}}
         return pl.DataFrame({"step": np.arange(len(step_s)), "step_s": step_s}).with_columns(
             pl.lit(value).alias(name) for name, value in constants.items()
         )

@@ -61,7 +61,7 @@ import torch
 from transformers import GenerationMixin, StoppingCriteria, StoppingCriteriaList
 
 from .backends import Backend
-from .models import LoadedModel
+from .models import LoadedModel, positions_used
 
 __all__ = ["ENGINES", "BudgetMismatch", "TrialTiming", "run_generation"]
 
@@ -241,11 +241,13 @@ def _check_inputs(
             "input_ids must hold at least one token as torch.long, "
             f"got {tuple(input_ids.shape)} {input_ids.dtype}"
         )
-    total = input_ids.shape[1] + budget
-    if loaded.max_positions is not None and total > loaded.max_positions:
+    used = positions_used(input_ids.shape[1], budget)
+    if loaded.max_positions is not None and used > loaded.max_positions:
         raise ValueError(
-            f"prompt ({input_ids.shape[1]}) + budget ({budget}) = {total} tokens exceeds "
-            f"{loaded.label}'s {loaded.max_positions} positions"
+            f"prompt ({input_ids.shape[1]}) + budget ({budget}) - 1 = {used} positions "
+            f"(the last token is never fed back) exceeds {loaded.label}'s "
+            f"{loaded.max_positions} positions; lower the budget to "
+            f"{loaded.max_positions - input_ids.shape[1] + 1} or less"
         )
     device = backend.torch_device
     if loaded.device.type != device.type:

@@ -187,8 +187,8 @@ PRESETS: dict[str, ModelPreset] = {
 class LoadedModel:
     """A model ready for generation, with what the engines and the trial table need.
 
-    ``max_positions`` is the longest sequence (prompt + new tokens) the position
-    embeddings allow, ``None`` for position-free attention such as BLOOM's ALiBi.
+    ``max_positions`` is the size of the position table, ``None`` for position-free
+    attention such as BLOOM's ALiBi; a generation needs :func:`positions_used` of them.
     ``eos_token_ids`` are the end-of-sequence ids the engines suppress.
     ``attn_implementation`` is the attention implementation the model runs
     (``eager``, ``sdpa``, ...), as transformers resolved it.
@@ -224,6 +224,21 @@ def _as_ids(value: Any) -> tuple[int, ...]:
     if isinstance(value, (list, tuple)):
         return tuple(int(v) for v in value)
     return (int(value),)
+
+
+def positions_used(prompt_tokens: int, budget: int) -> int:
+    """Positions a generation of ``budget`` tokens after ``prompt_tokens`` feeds the model.
+
+    The prefill feeds the prompt and yields the first new token; each later step feeds
+    the token before it. The last generated token is returned, never fed back, so the
+    position table must hold ``prompt_tokens + budget - 1`` positions, not one more.
+
+    Examples
+    --------
+    >>> positions_used(65, 960)  # fits a 1,024-position model (positions 0 to 1,023)
+    1024
+    """
+    return prompt_tokens + budget - 1
 
 
 def _max_positions(config: PretrainedConfig) -> int | None:

@@ -61,7 +61,7 @@ from regimes.data.schema import RegimesInputError
 
 from .backends import BACKEND_NAMES, get_backend
 from .engines import ENGINES
-from .models import DTYPES, PRESETS, WEIGHTS
+from .models import DTYPES, PRESETS, WEIGHTS, positions_used
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -403,17 +403,18 @@ def _warmup(key: str, value: Any, known: Mapping[str, Any]) -> int:
 
 
 def _fits_positions(values: Mapping[str, Any]) -> None:
-    """Every model's position table holds the longest prompt plus the largest budget."""
+    """Every model's position table holds the longest generation's positions."""
     prompts, budgets = values["prompt_tokens"], values["budgets"]
-    longest = max(prompts) + max(budgets)
+    longest = positions_used(max(prompts), max(budgets))
     for model in values["models"]:
         preset = PRESETS.get(model)
         # A checkpoint's limit is known once loaded; the engine checks it then.
         limit = preset.max_positions if preset and values["weights"] == "random" else None
         if limit is not None and longest > limit:
             raise SpecError(
-                f"prompt_tokens ({max(prompts)}) + budget ({max(budgets)}) = {longest} "
-                f"exceeds {model}'s {limit} positions"
+                f"prompt_tokens ({max(prompts)}) + budget ({max(budgets)}) - 1 = {longest} "
+                f"positions (the last token is never fed back) exceeds {model}'s {limit} "
+                f"positions; lower the largest budget to {limit - max(prompts) + 1} or less"
             )
 
 

@@ -105,8 +105,13 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "warmup": pl.Boolean(),
     "step": pl.Int64(),
     "step_s": pl.Float64(),
+    "attn_implementation": pl.String(),
+    "sdpa_backends": pl.String(),
 }
-"""Per-token step times of instrumented trials; step 0 is the prefill."""
+"""Per-token step times of instrumented trials; step 0 is the prefill. The attention
+implementation and SDPA kernels of the trial are repeated on its steps, so that the steps
+of a spec with ``attn_implementation = ["eager", "sdpa"]`` can be told apart (null in
+runs written before they were recorded)."""
 
 ERROR_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
@@ -154,8 +159,71 @@ def as_polars(df: Any) -> pl.DataFrame:
         pass
     else:
         if isinstance(df, pd.DataFrame):
-            return pl.from_pandas(df.reset_index(drop=True))
+            return _from_pandas(df)
     raise RegimesInputError(f"expected a polars or pandas DataFrame, got {type(df).__name__}")
+
+
+FLAG_COLUMNS: tuple[str, ...] = ("warmup", "use_cache", "instrumented")
+"""Boolean columns of the trial table, which users also write as 0/1 or text."""
+
+_TRUE, _FALSE = ("true", "1", "yes", "t", "y"), ("false", "0", "no", "f", "n")
+
+
+def as_flags(frame: pl.DataFrame, columns: Iterable[str]) -> pl.DataFrame:
+    """Read each of ``columns`` present in ``frame`` as booleans.
+
+    A CSV or a spreadsheet stores flags as ``0``/``1`` or ``"true"``/``"false"`` (any
+    case, also ``yes``/``no``); those are the booleans they mean. Anything else is
+    refused, naming the column and a value: a ``warmup`` read wrongly would analyse
+    warm-ups as measured trials.
+
+    Raises
+    ------
+    RegimesInputError
+        A column holding values other than those.
+    """
+    casts = [
+        _flag(frame, c) for c in columns if c in frame.columns and frame.schema[c] != pl.Boolean
+    ]
+    return frame.with_columns(casts) if casts else frame
+
+
+def _flag(frame: pl.DataFrame, column: str) -> pl.Series:
+    """One column of 0/1 or true/false words as booleans, nulls kept."""
+    values = frame.get_column(column)
+    if values.dtype.is_numeric():
+        words = values.cast(pl.Float64).cast(pl.String).str.replace(r"\.0$", "")
+    elif values.dtype == pl.String:
+        words = values.str.strip_chars().str.to_lowercase()
+    else:
+        raise RegimesInputError(
+            f"column {column!r} must hold booleans (true/false or 0/1), found {values.dtype}"
+        )
+    bad = words.filter(~words.is_in([*_TRUE, *_FALSE]) & words.is_not_null())
+    if bad.len():
+        raise RegimesInputError(
+            f"column {column!r} must hold booleans (true/false or 0/1), found "
+            f"{values.filter(words == bad[0])[0]!r} in {bad.len()} row(s)"
+        )
+    word = pl.col(column)
+    flags = pl.when(word.is_null()).then(None).otherwise(word.is_in(list(_TRUE)))
+    return words.to_frame().select(flags.alias(column)).to_series()
+
+
+def _from_pandas(df: Any) -> pl.DataFrame:
+    """Convert a pandas frame, refusing what a polars frame cannot hold, by name."""
+    names = [str(c) for c in df.columns]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise RegimesInputError(
+            f"the trial table has duplicate column name(s) {repeated}: give each column a "
+            "name of its own (pandas allows repeats, a trial table does not)"
+        )
+    try:
+        return pl.from_pandas(df.reset_index(drop=True).set_axis(names, axis=1))
+    except (pl.exceptions.PolarsError, TypeError, ValueError) as exc:  # pyarrow's too
+        message = " ".join(str(exc).split())
+        raise RegimesInputError(f"the pandas trial table cannot be converted: {message}") from None
 
 
 def _require_numeric(df: pl.DataFrame, column: str) -> None:
@@ -248,6 +316,7 @@ def validate_trials(
     frame = _with_total_tokens(frame, x)
     _require_instrumented(frame, y)
     _require_columns(frame, x, y, required)
+    frame = as_flags(frame, FLAG_COLUMNS)
     if drop_warmup and "warmup" in frame.columns:
         frame = frame.filter(~pl.col("warmup").fill_null(False))
         if frame.height == 0:
@@ -336,8 +405,13 @@ def check_fraction(**values: float) -> None:
 
 
 def check_min_ratio(min_ratio: Any) -> None:
-    """Raise :class:`RegimesInputError` unless ``min_ratio`` is a finite number >= 1."""
-    if not (isinstance(min_ratio, (int, float)) and math.isfinite(min_ratio) and min_ratio >= 1.0):
+    """Raise :class:`RegimesInputError` unless ``min_ratio`` is a finite number >= 1.
+
+    Any real number counts (numpy scalars too, as ``check_fraction`` takes them);
+    ``True`` does not, though Python counts it as 1.
+    """
+    real = isinstance(min_ratio, numbers.Real) and not isinstance(min_ratio, (bool, np.bool_))
+    if not (real and math.isfinite(min_ratio) and min_ratio >= 1.0):
         raise RegimesInputError(f"min_ratio must be a finite number >= 1, got {min_ratio!r}")
 
 

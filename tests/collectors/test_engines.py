@@ -16,7 +16,7 @@ import torch
 
 from collectors.backends import CpuBackend, MpsBackend
 from collectors.engines import ENGINES, BudgetMismatch, TrialTiming, run_generation
-from collectors.models import load_model, make_prompt
+from collectors.models import PRESETS, load_model, make_prompt
 
 FAMILIES = ("tiny-gpt2", "tiny-bloom", "tiny-opt")
 PROMPT = 8
@@ -361,3 +361,23 @@ def test_wait_until_reaches_its_deadline():
 def test_a_slowdown_below_one_is_refused(models, prompt, bad):
     with pytest.raises(ValueError, match="slowdown must be a number >= 1"):
         run_generation(models["tiny-gpt2"], cpu, prompt, budget=2, use_cache=True, slowdown=bad)
+
+
+@pytest.mark.parametrize("family", ["tiny-gpt2", "tiny-opt"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_last_position_is_usable_because_the_last_token_is_never_fed(
+    family, engine, monkeypatch
+):
+    """prompt + budget may be one more than the position table: positions 0..15 of 16."""
+    tiny = PRESETS[family]
+    key = "n_positions" if "n_positions" in tiny.config_kwargs else "max_position_embeddings"
+    short = dataclasses.replace(tiny, name="short", config_kwargs={**tiny.config_kwargs, key: 16})
+    monkeypatch.setitem(PRESETS, "short", short)
+    loaded = load_model("short")
+    assert loaded.max_positions == 16
+    prompt = make_prompt(4, loaded.vocab_size, seed=5)
+    for use_cache in (True, False):
+        timing = run_generation(loaded, cpu, prompt, budget=13, use_cache=use_cache, engine=engine)
+        assert timing.new_tokens == 13
+    with pytest.raises(ValueError, match=r"4\) \+ budget \(14\) - 1 = 17 positions.*13 or less"):
+        run_generation(loaded, cpu, prompt, budget=14, use_cache=True, engine=engine)

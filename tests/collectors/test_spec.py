@@ -119,6 +119,7 @@ def test_spec_error_is_an_input_error():
         (with_(budgets={"start": 4, "stop": 16, "steps": 4}), "did you mean 'step'?"),
         (with_(budgets={"stop": 16}), "lacks ['start']"),
         (with_(budgets=[4000]), "exceeds tiny-gpt2's 2048 positions"),
+        (with_(budgets=[2042]), "budget (2042) - 1 = 2049 positions (the last token is never"),
         (with_(budgets=None), "required key 'budgets'"),
         (with_(backends=["gpu"]), "unknown backend 'gpu'"),
         (with_(backends=["cuda:1"]), "CUDA_VISIBLE_DEVICES"),
@@ -238,3 +239,8 @@ def test_history_specs_differ_from_the_no_warmup_sweep_in_one_thing_each():
     assert history("nocudnn").differences(base) == ["sdpa_backends"]
     assert history("nocudnn").sdpa_backends == ("flash", "efficient", "math")
     assert history("float32").differences(base) == ["dtypes"]
+
+
+def test_the_largest_budget_may_fill_the_position_table_to_its_last_position():
+    """The last generated token is never fed back: prompt 8 + budget 2041 uses 2048."""
+    assert SweepSpec.from_dict(with_(budgets=[2041])).budgets == (2041,)

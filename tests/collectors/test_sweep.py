@@ -271,6 +271,25 @@ def test_instrumented_run_fills_the_steps_table(tmp_path):
     assert ((prefill["step_s"] - prefill["prefill_s"]).abs() < 1e-9).all()
 
 
+def test_the_steps_of_two_attention_implementations_can_be_told_apart(tmp_path):
+    spec = tiny(
+        instrument=True,
+        sessions=1,
+        trials=1,
+        budgets=[3],
+        attn_implementation=["eager", "sdpa"],
+        sdpa_backends=["math"],
+    )
+    run_sweep(spec, tmp_path / "run", progress=False)
+    run = read_run(tmp_path / "run")
+    keys = ["budget", "use_cache", "trial", "warmup", "attn_implementation", "sdpa_backends"]
+    assert set(run.steps["attn_implementation"]) == {"eager", "sdpa"}
+    assert set(run.steps["sdpa_backends"]) == {"math"}
+    per_trial = run.steps.group_by(keys).agg(pl.len().alias("n"))
+    joined = per_trial.join(run.trials, on=keys)
+    assert joined.height == run.trials.height and (joined["n"] == joined["budget"]).all()
+
+
 def test_a_failing_case_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     real = engines.run_generation
     calls = Counter()
