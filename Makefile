@@ -1,6 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
-# Development: `make lint`, `make docs`, `make test-floors`; `make lock` regenerates the
-# pinned test environment (constraints/lock.txt) from pyproject.toml.
+# `make notebook` opens the quickstart in JupyterLab. Development: `make lint`, `make docs`,
+# `make test-floors`; `make lock` regenerates the pinned test environment
+# (constraints/lock.txt) from pyproject.toml.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -8,12 +9,12 @@ STAMP  := $(VENV)/.installed
 LOCK   := constraints/lock.txt
 # torch is pinned to the CPU build that the lock names; the lock pins everything else.
 TORCH  := torch==2.13.0
-EXTRAS := collect,fleet,test,docs,lint
+EXTRAS := collect,fleet,test,docs,lint,notebook
 
 FLOORS_VENV := build/floors-venv
 LOCK_VENV   := build/lock-venv
 
-.PHONY: install demo test lint docs test-floors lock check-lock
+.PHONY: install demo notebook test lint docs test-floors lock check-lock
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +26,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
+
+# The quickstart notebook in JupyterLab (the `notebook` extra); Ctrl-C stops the server.
+notebook: $(STAMP)
+	$(PY) -m jupyter lab examples/quickstart.ipynb
 
 test: $(STAMP)
 	$(PY) -m pytest
