@@ -20,6 +20,19 @@ def script_safe(text: str) -> str:
     return re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE).replace("<!--", "<\\!--")
 
 
+def json_script_safe(text: str) -> str:
+    r"""JSON text that an HTML parser cannot end early, and that stays valid JSON.
+
+    ``<``, ``>`` and ``&`` become ``\u003c``, ``\u003e`` and ``\u0026``: JSON allows
+    them only inside strings, where these escapes mean the same characters, so
+    ``JSON.parse`` returns exactly the labels that were written, and no ``</script>``
+    or ``<!--`` (which would make the parser swallow the rest of the page) is left. The
+    ``<\!--`` of :func:`script_safe` is fine in JavaScript code but not in JSON, which
+    has no ``\!`` escape: a label holding ``<!--`` left every chart undrawn.
+    """
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def contents(sections: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> str:
     """Build the table of contents from ``(anchor, title, children)`` sections."""
     items = []

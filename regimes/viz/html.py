@@ -170,7 +170,7 @@ class RunReport:
             style=_page.STYLE,
             bundle=_page.script_safe(bundle),
             body="\n".join(body),
-            specs=_page.script_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
+            specs=_page.json_script_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
             loader=_page.LOADER,
         )
 

@@ -477,3 +477,18 @@ def test_regimes_chromium_names_the_binary(monkeypatch, tmp_path):
     binary.chmod(0o755)
     monkeypatch.setenv("REGIMES_CHROMIUM", str(binary))
     assert require_browser() == str(binary)
+
+
+def test_labels_holding_markup_still_render_every_chart(chromium, tmp_path, screenshots):
+    import polars as pl
+
+    from regimes.data.simulate import simulate_sweep
+    from regimes.viz.html import build_report
+
+    label = 'gpt2 <!-- </script><script>alert(1)</script> & "q"'
+    trials = simulate_sweep(1, n_budgets=8, trials=3, seed=2).trials.drop("source")
+    trials = trials.with_columns(pl.lit(label).alias("model"), pl.lit(label).alias("device"))
+    report = build_report(trials, n_boot=100, title=label)
+    page = report.write(tmp_path / "report.html")
+    seen = open_report(chromium, page, tmp_path / "profile", screenshots, LAPTOP)
+    _assert_drawn(seen, [key for key, _ in report.figures()])
