@@ -6,20 +6,41 @@ A result is a frozen dataclass whose tables are polars frames. Subclasses declar
 reason), and write ``summary()``. This base gives them the rest, the same way for every
 analysis: a short ``__repr__``, ``_repr_html_`` for notebooks, ``to_dict()`` and
 ``to_json()``, and ``status``, which tells "tested, none found" from "not testable here".
+
+Tables in the caller's library
+------------------------------
+Every result stores its tables as polars, and the analyses, charts and summaries read
+them as polars. ``native`` names the library of the dataframe the user passed in
+(``"polars"``, ``"pandas"``, ``"pyarrow"``, ``"modin"``, ...; ``None``: that of the
+result's ``source`` when it keeps one, else polars; a path or a run gives polars).
+Reading a table attribute (``rep.curve``) or ``tables`` from code outside this package
+converts it to that library, once per table (the copy is kept); code inside the package,
+and ``dataclasses.replace``, always read polars. The reader is told apart by the module
+of the calling frame: that keeps the conversion in this one place, instead of a
+``to_polars()`` at every place in the package that reads a result, and a result looks
+the same to every internal reader whatever the user passed. ``to_polars()`` and
+``to_pandas()`` return the same result with its tables in that library.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, ClassVar
 
 import polars as pl
 
-__all__ = ["AnalysisResult", "untested_frame"]
+__all__ = ["AnalysisResult", "native_library", "untested_frame"]
+
+_STORAGE_READERS = ("regimes", "collectors", "dataclasses", "copy")
+"""Top-level modules whose code reads result tables as stored (polars): this package's,
+and the standard library's that copy a result field by field (``dataclasses.replace``)."""
 
 _HTML_ROWS = 50
 
@@ -44,6 +65,50 @@ def untested_frame(rows: Sequence[Mapping[str, Any]], group_columns: Sequence[st
     if not rows:
         return pl.DataFrame(schema={c: pl.String for c in columns})
     return pl.DataFrame([{c: row.get(c) for c in columns} for row in rows])
+
+
+def native_library(df: Any) -> str:
+    """Name the dataframe library of ``df``: ``"polars"`` unless narwhals reads it eagerly.
+
+    Lazy frames of other libraries (DuckDB, Ibis, ...) and anything that is not a
+    dataframe (a path, a run) give ``"polars"``: results come back as polars then.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> native_library(pd.DataFrame({"budget": [8]})), native_library("runs/m3max")
+    ('pandas', 'polars')
+    """
+    if df is None or isinstance(df, (pl.DataFrame, pl.LazyFrame, str)):
+        return "polars"
+    import narwhals as nw
+
+    try:
+        frame = nw.from_native(df, eager_only=True)
+    except TypeError:
+        return "polars"
+    return str(frame.implementation.value)
+
+
+def to_native(frame: pl.DataFrame, library: str) -> Any:
+    """Convert a polars frame to ``library`` (a name :func:`native_library` returns)."""
+    if library == "polars":
+        return frame
+    if library == "pandas":
+        return frame.to_pandas()
+    if library == "pyarrow":
+        return frame.to_arrow()
+    import narwhals as nw
+
+    # modin, cuDF, ...: narwhals builds them from arrow; the name is one native_library gave
+    backend: Any = library
+    return nw.from_arrow(frame.to_arrow(), backend=backend).to_native()
+
+
+def _reads_storage(caller: FrameType | None) -> bool:
+    """Whether ``caller`` runs code of :data:`_STORAGE_READERS` (reads tables as polars)."""
+    name = caller.f_globals.get("__name__", "") if caller is not None else ""
+    return str(name).split(".")[0] in _STORAGE_READERS
 
 
 def _json_safe(value: Any) -> Any:
@@ -88,13 +153,52 @@ class AnalysisResult:
     _tables: ClassVar[tuple[str, ...]] = ()
     _title: ClassVar[str] = "Result"
 
+    native: str | None = field(default=None, kw_only=True, compare=False, repr=False)
+    """The caller's dataframe library; ``None``: that of ``source`` when the result keeps
+    it, else polars (see the module docstring)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if name.startswith("_") or not (type(value) is pl.DataFrame or name == "tables"):
+            return value
+        library = object.__getattribute__(self, "_library")()
+        if library == "polars" or _reads_storage(sys._getframe(1)):
+            return value
+        convert = object.__getattribute__(self, "_converted")
+        if name == "tables":
+            return {table: convert(table, frame, library) for table, frame in value.items()}
+        return convert(name, value, library)
+
+    def _library(self) -> str:
+        """``native``, or the library of ``source`` when ``native`` is unset (kept once)."""
+        kept: dict[str, Any] = object.__getattribute__(self, "__dict__")
+        if "_library_name" not in kept:
+            native = object.__getattribute__(self, "native")
+            kept["_library_name"] = native or native_library(kept.get("source"))
+        return str(kept["_library_name"])
+
+    def _converted(self, name: str, frame: pl.DataFrame, library: str) -> Any:
+        """``frame`` in ``library``, converted once per table and kept."""
+        cache: dict[str, Any] = self.__dict__.setdefault("_native_tables", {})
+        if name not in cache:
+            cache[name] = to_native(frame, library)
+        return cache[name]
+
+    def to_polars(self) -> AnalysisResult:
+        """Return this result with its tables read as polars frames (no copy is made)."""
+        return dataclasses.replace(self, native="polars")
+
+    def to_pandas(self) -> AnalysisResult:
+        """Return this result with its tables read as pandas frames."""
+        return dataclasses.replace(self, native="pandas")
+
     def summary(self) -> str:
         """Return the readable text summary of the result."""
         raise NotImplementedError
 
     @property
-    def tables(self) -> dict[str, pl.DataFrame]:
-        """The result's tables by name, in display order."""
+    def tables(self) -> dict[str, Any]:
+        """The result's tables by name, in display order, in the caller's library."""
         return {name: getattr(self, name) for name in self._tables}
 
     @property

@@ -27,7 +27,7 @@ from regimes._compare.sides import Key, Side, build_side, match_columns, read_so
 from regimes._compare.statuses import STATUSES
 from regimes._compare.tables import build_tables
 from regimes._compare.text import summary_text
-from regimes._result import AnalysisResult
+from regimes._result import AnalysisResult, native_library
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.detect import RegimeResult
@@ -257,6 +257,7 @@ def compare_runs(
         x=x,
         y=y,
         params=dict(detect, by=by, base=base_label, new=new_label),
+        native=native_library(base),
     )
 
 

@@ -54,7 +54,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from regimes._result import AnalysisResult, untested_frame
+from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.anomaly_table import Interval, anomaly_frame
 from regimes._stats.between_cell import curve_taus
 from regimes._stats.candidates import choose_intervals
@@ -365,6 +365,7 @@ def cache_speedup(
         y=y,
         group_columns=group_columns,
         params=params,
+        native=native_library(df),
     )
 
 

@@ -148,19 +148,42 @@ def empty_trials() -> pl.DataFrame:
 
 
 def as_polars(df: Any) -> pl.DataFrame:
-    """Accept a polars or pandas frame (or a polars LazyFrame) and return polars."""
+    """Return any dataframe narwhals reads (polars, pandas, pyarrow, modin, ...) as polars.
+
+    A lazy frame (polars, DuckDB, ...) is collected. pandas keeps its own path: its index
+    is dropped rather than carried as a column, and repeated column names are refused.
+
+    Raises
+    ------
+    RegimesInputError
+        When ``df`` is not a dataframe, or a pandas frame polars cannot hold.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> as_polars(pa.table({"budget": [8], "latency_s": [0.1]})).columns
+    ['budget', 'latency_s']
+    """
     if isinstance(df, pl.LazyFrame):
         return df.collect()
     if isinstance(df, pl.DataFrame):
         return df
+    import pandas as pd  # a dependency; imported here so that polars users never load it
+
+    if isinstance(df, pd.DataFrame):
+        return _from_pandas(df)
+    import narwhals as nw
+
     try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is a dependency of statsmodels
-        pass
-    else:
-        if isinstance(df, pd.DataFrame):
-            return _from_pandas(df)
-    raise RegimesInputError(f"expected a polars or pandas DataFrame, got {type(df).__name__}")
+        frame = nw.from_native(df)
+    except TypeError:
+        raise RegimesInputError(
+            f"expected a dataframe (polars, pandas, pyarrow or another that narwhals "
+            f"reads), got {type(df).__name__}; build one from your data first"
+        ) from None
+    if isinstance(frame, nw.LazyFrame):
+        return frame.collect(backend="polars").to_native()
+    return frame.to_polars()
 
 
 FLAG_COLUMNS: tuple[str, ...] = ("warmup", "use_cache", "instrumented")

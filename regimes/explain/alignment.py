@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes._result import AnalysisResult, untested_frame
+from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes.data.schema import RegimesInputError, validate_trials
 from regimes.explain._anomalies import (
     AnomalyInput,
@@ -224,6 +224,7 @@ def align_boundaries(
         | detection
         | {"tolerance": int(tolerance)},
         case_columns=tuple(case_columns),
+        native=native_library(df),
     )
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from regimes._result import AnalysisResult, untested_frame
+from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.between_cell import curve_taus
 from regimes._stats.curves import Curve, curve_from_levels, index_curves
 from regimes._stats.fixed_intervals import fixed_interval_test
@@ -239,6 +239,7 @@ def compare_backends(
         params={"x": source.x, "y": source.y, "by": source.group_columns}
         | {"alpha": alpha, "level": level, "session": session},
         group_columns=tuple(source.group_columns),
+        native=native_library(df),
     )
 
 

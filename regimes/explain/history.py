@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes._result import AnalysisResult, untested_frame
+from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data.schema import (
     RegimesInputError,
@@ -592,6 +592,7 @@ def history_effect(
         ),
         group_columns=tuple(group_columns),
         params=params,
+        native=native_library(df),
     )
 
 

@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 import statsmodels.api as sm
 
-from regimes._result import AnalysisResult, untested_frame
+from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
@@ -293,6 +293,7 @@ def memory_confound(
         untested=untested_frame(untested, [*source.group_columns, "anomaly", "start", "end"]),
         params=params | {"alpha": alpha, "level": level, "cov_type": cov_type, "session": session},
         group_columns=tuple(source.group_columns),
+        native=native_library(df),
     )
 
 

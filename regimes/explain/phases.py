@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from regimes._result import AnalysisResult, untested_frame
+from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.contrasts import trend_contrast
 from regimes._stats.levels import cell_levels
 from regimes._stats.resample import CellReplicates, cell_replicates
@@ -287,6 +287,7 @@ def attribute_phases(
         untested=untested_frame(untested, [*source.group_columns, "anomaly", "start", "end"]),
         params=params | {"session": session},
         group_columns=tuple(source.group_columns),
+        native=native_library(df),
     )
 
 

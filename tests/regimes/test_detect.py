@@ -196,7 +196,7 @@ def test_total_tokens_decode_and_pandas_input() -> None:
     by_total = detect_regimes(trials, x="total_tokens")
     assert by_total.x == "total_tokens"
     assert by_total.anomalies.select("start", "end").row(0) == (512 + 65, 624 + 65)
-    decode = detect_regimes(trials.to_pandas(), y="decode_s")
+    decode = detect_regimes(trials.to_pandas(), y="decode_s").to_polars()  # pandas in, pandas out
     assert decode.y == "decode_s" and decode.anomalies.select("start", "end").row(0) == (512, 624)
 
 

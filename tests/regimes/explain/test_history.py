@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import polars as pl
 import pytest
 
@@ -271,7 +272,9 @@ def test_scaling_latency_scales_the_cost_and_row_order_changes_nothing():
 def test_pandas_input_and_total_tokens_axis():
     sweep = history_sweep("none", seed=6)
     base = only_effect(history_effect(sweep))
-    assert only_effect(history_effect(sweep.to_pandas()))["first_visit_s"] == pytest.approx(
+    from_pandas = history_effect(sweep.to_pandas())
+    assert isinstance(from_pandas.effects, pd.DataFrame)
+    assert only_effect(from_pandas.to_polars())["first_visit_s"] == pytest.approx(
         base["first_visit_s"]
     )
     by_total = only_effect(history_effect(sweep, x="total_tokens"))
