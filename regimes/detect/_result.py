@@ -64,6 +64,15 @@ class RegimeResult(AnalysisResult):
 
     _tables: ClassVar[tuple[str, ...]] = ("anomalies", "change_points", "curve", "groups")
     _title: ClassVar[str] = "Regime detection"
+    _lead_columns: ClassVar[tuple[str, ...] | None] = (
+        "start",
+        "end",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "q_value",
+        "kind",
+    )
 
     curve: pl.DataFrame
     change_points: pl.DataFrame
@@ -75,6 +84,8 @@ class RegimeResult(AnalysisResult):
     y: str
     group_columns: list[str]
     params: dict[str, Any]
+    sensitivity: pl.DataFrame = field(default_factory=pl.DataFrame)
+    first_trials: pl.DataFrame = field(default_factory=pl.DataFrame)
     source: Any = field(default=None, repr=False, compare=False)
 
     @cached_property
@@ -124,6 +135,16 @@ class RegimeResult(AnalysisResult):
             lines.append(f"{left}    {right}".rstrip())
         lines.append(f"{'Grouped by:':<15}{', '.join(self.group_columns) or 'nothing (one curve)'}")
         return lines
+
+    def _headlines(self) -> list[str]:
+        """Return the command line's headline per anomaly (or that none was found)."""
+        from regimes.viz.html import headlines  # altair loads only when a view is drawn
+
+        return headlines(self)
+
+    def _empty_text(self) -> str:
+        """Return why the notebook view's anomaly table is empty."""
+        return f"No anomaly: {self._no_anomaly_text()}."
 
     def _no_anomaly_text(self) -> str:
         """Why the anomaly table is empty: nothing found, or nothing testable."""

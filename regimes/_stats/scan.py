@@ -1,0 +1,351 @@
+r"""The regime model of one grid, fitted to many rows at once.
+
+A row is the cell levels :math:`\ell` of one curve (observed, or one bootstrap draw):
+
+.. math::
+
+    \ell = g + Z\delta + e,
+
+a smooth trend :math:`g` (:mod:`regimes._stats.smoother`), sparse piecewise-constant
+departures :math:`Z\delta` (one indicator column per regime: an interval of cells) and
+noise. For a fixed smoother, minimising over :math:`g` leaves the criterion
+:math:`(\ell - Z\delta)^\top A (\ell - Z\delta)` with :math:`A = I - S`, so adding the
+indicator :math:`z` of any interval reduces it by
+:math:`(z^\top A r)^2 / z^\top A z`, with :math:`r` the current residual: one cumulative
+sum gives it for every interval of the grid at once.
+
+The fit, each step vectorised over rows:
+
+1. the smoother's flexibility by generalised cross-validation (Craven and Wahba, 1979);
+2. regimes by greedy forward selection (penalised segmentation of the model): each
+   step adds the interval that reduces the residual sum of squares most, and the
+   number of steps kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2`
+   (:math:`\nu_k` the residual degrees of freedom), with
+   :math:`h^2 = 2 c \log T`, a BIC-like penalty of :math:`c \log T` per change point,
+   two per interval (Yao, 1988); at most ``kmax``; nested and neighbouring intervals
+   are allowed, so a spike on a step, or right before one, is measured against the
+   level around it;
+3. the flexibility again by cross-validation with those regimes in the model, and the
+   regimes selected again with it;
+4. :math:`\hat\delta = (Z^\top A Z)^{-1} Z^\top A \ell` with the sandwich variance
+   :math:`\sigma^2 (Z^\top A Z)^{-1} Z^\top A^2 Z (Z^\top A Z)^{-1}` and
+   :math:`\hat\sigma^2 = \lVert e \rVert^2 / \operatorname{tr}(A_Z^2)`, where
+   :math:`e = A_Z \ell` is the residual of the joint fit.
+
+Selection makes a naive test of :math:`\hat\delta` invalid; :mod:`regimes.detect`
+calibrates it by running this same fit on bootstrap draws (docs/method.md).
+
+References
+----------
+Craven, P. and Wahba, G. (1979). Smoothing noisy data with spline functions. *Numer.
+Math.* 31, 377-403. Yao, Y.-C. (1988). Estimating the number of change-points via
+Schwarz' criterion. *Stat. Probab. Lett.* 6, 181-189. Kim, Y.-J. and Gu, C. (2004).
+Smoothing spline Gaussian regression: more scalable computation via efficient
+approximation. *J. R. Stat. Soc. B* 66, 337-356.
+
+The selection is written here rather than taken from ``ruptures``: its segmentations
+are piecewise constant around a fixed signal, while this model fits the trend and the
+regimes jointly, and every step runs on all bootstrap draws of a grid at once.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from regimes._stats.smoother import Smoother
+
+__all__ = [
+    "GCV_GAMMA",
+    "MIN_OUTSIDE",
+    "RowFit",
+    "candidate_intervals",
+    "difference_scale",
+    "fit_rows",
+    "interval_precision",
+    "selection_threshold",
+]
+
+MIN_OUTSIDE = 3
+"""Cells an interval must leave outside it: a trend and its noise need them."""
+
+GCV_GAMMA = 1.4
+"""Cost of a degree of freedom in cross-validation: 1.4 rather than 1 keeps the trend
+from following the noise on short grids (Kim and Gu, 2004)."""
+
+_TINY = 1e-9
+_ROW_CELLS = 20_000_000
+"""Rows x cells x intervals per chunk: bounds the memory of the per-interval arrays."""
+
+
+class RowFit(NamedTuple):
+    """The fitted model of each row.
+
+    ``chosen``: interval indices, ``(K, kmax)``, -1 where unused; ``delta`` and
+    ``se_unit`` (the standard error for unit noise) per chosen interval; ``sigma``,
+    ``df``: the residual scale and its degrees of freedom; ``which``: the smoother;
+    ``trend``: the fitted trend :math:`g`, ``(K, T)``.
+    """
+
+    chosen: np.ndarray
+    delta: np.ndarray
+    se_unit: np.ndarray
+    sigma: np.ndarray
+    df: np.ndarray
+    which: np.ndarray
+    trend: np.ndarray
+
+
+def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every interval ``[start, end]`` of ``t`` cells leaving :data:`MIN_OUTSIDE` outside."""
+    starts, ends = np.triu_indices(t)
+    keep = t - (ends - starts + 1) >= MIN_OUTSIDE
+    return starts[keep], ends[keep]
+
+
+def selection_threshold(t: int, penalty: float) -> float:
+    """Return the standardised reduction an interval must exceed to enter the model."""
+    return float(np.sqrt(2.0 * penalty * np.log(max(t, 3))))
+
+
+class _Grid(NamedTuple):
+    """What one smoother of the grid contributes, computed once for every row.
+
+    ``a``: the residual maker; ``a_cols``: prefix sums of its columns, so that
+    ``A z`` of any interval is a difference of two of them; ``zaz``: ``z'Az`` of every
+    candidate interval; ``prefix2``: the 2-D prefix sums of ``A`` (``z_i'Az_j``).
+    """
+
+    a: np.ndarray
+    a_cols: np.ndarray
+    zaz: np.ndarray
+    prefix2: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+def _grid(a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray]) -> _Grid:
+    t = a.shape[0]
+    starts, ends = intervals
+    a_cols = np.concatenate([np.zeros((t, 1)), np.cumsum(a, axis=1)], axis=1)
+    p = np.zeros((t + 1, t + 1))
+    p[1:, 1:] = np.cumsum(np.cumsum(a, axis=0), axis=1)
+    e1 = ends + 1
+    zaz = p[e1, e1] - p[starts, e1] - p[e1, starts] + p[starts, starts]
+    return _Grid(a, a_cols, zaz, p, starts, ends)
+
+
+def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
+    """``z'v`` for every candidate interval ``z``, each row of ``values`` ``(K, T)``."""
+    c = np.concatenate([np.zeros((values.shape[0], 1)), np.cumsum(values, axis=1)], axis=1)
+    return c[:, g.ends + 1] - c[:, g.starts]
+
+
+def _a_times(g: _Grid, index: np.ndarray) -> np.ndarray:
+    """Return ``A z`` for the intervals ``index`` ``(K,)``, as rows ``(K, T)``."""
+    return (g.a_cols[:, g.ends[index] + 1] - g.a_cols[:, g.starts[index]]).T
+
+
+def _basis(g: _Grid, chosen: np.ndarray) -> np.ndarray:
+    r"""Orthonormalise the chosen intervals in the metric of ``A`` (Gram-Schmidt).
+
+    Returns ``Q`` ``(K, kmax, T)`` with :math:`A_Z = A - Q^\top Q` (rows of zeros for
+    unused intervals).
+    """
+    k_rows, kmax = chosen.shape
+    t = g.a.shape[0]
+    q = np.zeros((k_rows, kmax, t))
+    prefix = np.zeros((k_rows, kmax, t + 1))
+    rows = np.arange(k_rows)
+    for j in range(kmax):
+        idx = np.maximum(chosen[:, j], 0)
+        zq = prefix[rows, :j, g.ends[idx] + 1] - prefix[rows, :j, g.starts[idx]]
+        den = g.zaz[idx] - np.sum(zq**2, axis=1)
+        vec = _a_times(g, idx) - np.einsum("kj,kjt->kt", zq, q[:, :j])
+        ok = (chosen[:, j] >= 0) & (den > _TINY * g.zaz[idx] + _TINY)
+        q[:, j] = np.where(ok[:, None], vec / np.sqrt(np.where(ok, den, 1.0))[:, None], 0.0)
+        prefix[:, j, 1:] = np.cumsum(q[:, j], axis=1)
+    return q
+
+
+def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Noise scale of each row from its unit-norm second differences, by their MAD.
+
+    The weights of each difference vanish on straight lines in ``u``, and a level shift
+    touches two differences only, so neither a bend nor a plateau over most of the grid
+    moves it (Gasser, Sroka and Jennen-Steinmetz, 1986).
+    """
+    h = np.diff(u)
+    w = np.stack([1 / h[:-1], -(1 / h[:-1] + 1 / h[1:]), 1 / h[1:]], axis=1)
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    d = w[:, 0] * levels[:, :-2] + w[:, 1] * levels[:, 1:-1] + w[:, 2] * levels[:, 2:]
+    return np.maximum(1.4826 * np.median(np.abs(d), axis=1), _TINY)
+
+
+def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int) -> np.ndarray:
+    r"""Greedy forward selection of intervals, cut where BIC is smallest.
+
+    Each step adds the interval that reduces the residual sum of squares most; the
+    number kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (``h2``:
+    the penalty of one interval; :math:`\nu_k` the residual degrees of freedom left,
+    which a short grid runs out of), among the steps that leave at least two. Rows
+    leave the loop once nothing can enter their model.
+    """
+    k_rows, t = levels.shape
+    r = levels @ g.a
+    chosen = np.full((k_rows, kmax), -1)
+    q = np.zeros((k_rows, kmax, t))
+    zq = np.zeros((k_rows, kmax, g.starts.size))
+    rss = np.full((k_rows, kmax + 1), np.inf)
+    rss[:, 0] = np.sum(r**2, axis=1)
+    live = np.arange(k_rows)
+    room = np.trace(g.a) - 2.0
+    for step in range(min(kmax, int(room))):
+        den = g.zaz[None, :] - np.sum(zq[live, :step] ** 2, axis=1)
+        ok = den > _TINY * g.zaz[None, :] + _TINY
+        gain = np.where(ok, _sums(r[live], g) ** 2 / np.where(ok, den, 1.0), -1.0)
+        best = np.argmax(gain, axis=1)
+        take = gain[np.arange(live.size), best] > 0
+        if not take.any():
+            break
+        live, best, den = live[take], best[take], den[take]
+        chosen[live, step] = best
+        vec = _a_times(g, best) - np.einsum("kj,kjt->kt", zq[live, :step, best], q[live, :step])
+        q[live, step] = vec / np.sqrt(den[np.arange(live.size), best])[:, None]
+        zq[live, step] = _sums(q[live, step], g)
+        r[live] -= q[live, step] * np.sum(q[live, step] * levels[live], axis=1, keepdims=True)
+        rss[live, step + 1] = np.sum(r[live] ** 2, axis=1)
+    steps = np.arange(kmax + 1)[None, :]
+    spare = np.maximum(np.trace(g.a) - steps, 1.0)
+    bic = t * np.log(np.maximum(rss / spare, _TINY * _TINY)) + h2 * steps
+    keep = np.argmin(bic, axis=1)
+    chosen[np.arange(kmax)[None, :] >= keep[:, None]] = -1
+    return chosen
+
+
+def _gcv(levels: np.ndarray, g: _Grid, chosen: np.ndarray | None) -> np.ndarray:
+    r"""Generalised cross-validation score of each row under smoother ``g``.
+
+    :math:`T\,\mathrm{RSS} / (T - \gamma\,\nu)^2` with :math:`\nu` the degrees of
+    freedom of trend and regimes and :math:`\gamma` = :data:`GCV_GAMMA`. Without
+    regimes in the model the residual sum of squares is replaced by its robust
+    counterpart (the squared median absolute residual, times ``T``), so that a spike
+    the regimes have yet to explain does not pull the choice towards a trend that
+    chases it.
+    """
+    e = levels @ g.a
+    t = levels.shape[1]
+    used = np.full(levels.shape[0], t - np.trace(g.a))
+    if chosen is None:
+        rss = t * (1.4826 * np.median(np.abs(e), axis=1)) ** 2
+    else:
+        q = _basis(g, chosen)
+        e = e - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
+        used = used + np.sum(q**2, axis=(1, 2))
+        rss = np.sum(e**2, axis=1)
+    return t * rss / np.maximum(t - GCV_GAMMA * used, _TINY) ** 2
+
+
+def _final(levels: np.ndarray, g: _Grid, chosen: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Estimates, unit standard errors, residual scale and df of the chosen model."""
+    k_rows, kmax = chosen.shape
+    idx = np.maximum(chosen, 0)
+    used = chosen >= 0
+    s, e1 = g.starts[idx], g.ends[idx] + 1
+    p = g.prefix2
+    m = (
+        p[e1[:, :, None], e1[:, None, :]]
+        - p[s[:, :, None], e1[:, None, :]]
+        - p[e1[:, :, None], s[:, None, :]]
+        + p[s[:, :, None], s[:, None, :]]
+    )
+    pair = used[:, :, None] & used[:, None, :]
+    m = np.where(pair, m, 0.0) + np.where(~used, 1.0, 0.0)[:, :, None] * np.eye(kmax)
+    m_inv = np.linalg.pinv(m, hermitian=True)
+    r0 = levels @ g.a
+    zar = np.where(used, np.take_along_axis(_sums(r0, g), idx, axis=1), 0.0)
+    delta = np.einsum("kab,kb->ka", m_inv, zar)
+    az = np.stack([_a_times(g, idx[:, j]) * used[:, j, None] for j in range(kmax)], axis=1)
+    cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv
+    se_unit = np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
+    q = _basis(g, chosen)
+    e = r0 - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
+    qa = q @ g.a
+    df = (
+        np.sum(g.a**2)
+        - 2.0 * np.einsum("kjt,kjt->k", qa, q)
+        + np.sum((q @ np.swapaxes(q, 1, 2)) ** 2, axis=(1, 2))
+    )
+    df = np.maximum(df, _TINY)
+    sigma = np.sqrt(np.sum(e**2, axis=1) / df)
+    cells = np.arange(levels.shape[1])[None, :, None]
+    z = (cells >= np.where(used, s, levels.shape[1])[:, None, :]) & (
+        cells < np.where(used, e1, 0)[:, None, :]
+    )
+    trend = levels - e - np.einsum("kti,ki->kt", z.astype(float), np.where(used, delta, 0.0))
+    return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend
+
+
+def _fit_one(levels: np.ndarray, grids: list[_Grid], h: float, kmax: int, u: np.ndarray) -> RowFit:
+    """Fit every row: smoother by GCV, selection, smoother again, selection again."""
+    which = np.argmin(np.stack([_gcv(levels, g, None) for g in grids]), axis=0)
+    chosen = np.full((levels.shape[0], kmax), -1)
+    for rounds in range(2):
+        for w, g in enumerate(grids):
+            rows = which == w
+            if rows.any():
+                chosen[rows] = _select(levels[rows], g, h * h, kmax)
+        if rounds == 1 or not (chosen >= 0).any():
+            break
+        which = np.argmin(np.stack([_gcv(levels, g, chosen) for g in grids]), axis=0)
+    out = [np.empty(0)] * 5
+    results = [np.full((levels.shape[0], kmax), np.nan), np.full((levels.shape[0], kmax), np.nan)]
+    sigma, df, trend = np.empty(levels.shape[0]), np.empty(levels.shape[0]), np.empty(levels.shape)
+    for w, g in enumerate(grids):
+        rows = which == w
+        if rows.any():
+            out = list(_final(levels[rows], g, chosen[rows]))
+            results[0][rows], results[1][rows] = out[0], out[1]
+            sigma[rows], df[rows], trend[rows] = out[2], out[3], out[4]
+    return RowFit(chosen, results[0], results[1], sigma, df, which, trend)
+
+
+def fit_rows(levels: np.ndarray, sm: Smoother, h: float, kmax: int) -> RowFit:
+    """Fit the regime model to every row of ``levels`` ``(K, T)`` on grid ``sm``.
+
+    Parameters
+    ----------
+    levels : numpy.ndarray
+        Cell levels, one row per curve or bootstrap draw.
+    sm : Smoother
+        The grid's smoothers.
+    h : float
+        Selection threshold (:func:`selection_threshold`).
+    kmax : int
+        Most regimes per row.
+
+    Returns
+    -------
+    RowFit
+    """
+    intervals = candidate_intervals(sm.size)
+    grids = [_grid(a, intervals) for a in sm.residual]
+    chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
+    parts = [
+        _fit_one(levels[i : i + chunk], grids, h, kmax, sm.u)
+        for i in range(0, levels.shape[0], chunk)
+    ]
+    return RowFit(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+
+
+def interval_precision(sm: Smoother, which: int, start: int, end: int) -> tuple[float, float]:
+    """``z'Az`` and ``z'A^2 z`` of the interval ``[start, end]`` under smoother ``which``.
+
+    The standard error of a lone regime there is ``sigma * sqrt(z'A^2 z) / z'Az``.
+    """
+    a = sm.residual[which]
+    z = np.zeros(sm.size)
+    z[start : end + 1] = 1.0
+    az = a @ z
+    return float(z @ az), float(az @ az)

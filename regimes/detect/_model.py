@@ -1,0 +1,417 @@
+r"""The regime model of each curve, fitted, tested after selection and resampled.
+
+For the curves of one grid (the same ``x``), each stage vectorised over curves and
+bootstrap draws (docs/method.md, sections 2-5):
+
+1. fit :math:`\ell = g + Z\delta + e` to the cell levels (:mod:`regimes._stats.scan`);
+2. write each regime touching the first cell, which the model cannot tell from its
+   complement (the trend has a free constant), as that complement: a curve starts at
+   its normal level, so a departure from the start on is a step to the end;
+3. test each regime in ``direction`` against ``min_ratio`` (TREAT:
+   :math:`z = (|\hat\delta| - \log r_0)/\mathrm{se}`), and its boundaries for a change
+   (:math:`z_0 = \hat\delta/\mathrm{se}`);
+4. calibrate both after selection: on curves where something was selected, draw the
+   curve again under its fitted null (the trend, the cells' own trials resampled, and a
+   normal between-cell term for what the trials do not explain), fit every draw the same
+   way, and compare each statistic with the largest one the draws selected;
+5. draw it again under its fitted model (trend plus regimes) for the spread of each
+   regime's onset, end and ratio;
+6. per curve, the sensitivity: the ratio over trend of a 1-, 2- or 4-cell spike that
+   step 4 reports with probability 0.8.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+from regimes._stats.levels import median_variance_factor
+from regimes._stats.scan import (
+    RowFit,
+    candidate_intervals,
+    difference_scale,
+    fit_rows,
+    interval_precision,
+    selection_threshold,
+)
+from regimes._stats.smoother import Smoother, smoother_for
+
+__all__ = ["KMAX", "SENSITIVITY_WIDTHS", "CurveInput", "CurveModel", "Regime", "fit_grid"]
+
+KMAX = 4
+"""Most regimes one curve's model holds."""
+
+SENSITIVITY_WIDTHS = (1, 2, 4)
+"""Spike widths, in cells, whose detectable ratio every curve reports."""
+
+_POWER = 0.8
+_EXACT_COUNT = 10
+"""Draws at least as extreme below which a p-value comes from the fitted tail."""
+
+
+class CurveInput(NamedTuple):
+    """One curve's cells and what its bootstrap resamples.
+
+    ``level``: cell levels; ``n``: trials per cell; ``pool``: the curve's trial
+    residuals within (cell, process); ``seed``: its own seed sequence entropy.
+    """
+
+    curve: int
+    u: np.ndarray
+    level: np.ndarray
+    n: np.ndarray
+    pool: np.ndarray
+    seed: tuple[int, ...]
+
+
+class Regime(NamedTuple):
+    """One regime of a curve's model, cell indices within the curve."""
+
+    start: int
+    end: int
+    delta: float
+    se: float
+    tested: bool
+    z: float
+    z0: float
+    p_value: float
+    p_change: float
+    bounds: tuple[int, int, int, int]
+    boot_delta: tuple[float, float]
+
+
+class CurveModel(NamedTuple):
+    """One curve's fitted model and its calibration.
+
+    ``trend``: the fitted trend :math:`g` per cell; ``sigma``, ``df``: the cell noise
+    and its degrees of freedom; ``sigma_within``: the trials' own, within processes;
+    ``edf``: the trend's; ``tau``: the between-cell noise
+    the bootstrap added beyond the resampled trials; ``resampled``: whether the curve
+    was bootstrapped (only curves where selection found something are: elsewhere no
+    statistic can pass); ``detectable``: ratio per width in
+    :data:`SENSITIVITY_WIDTHS`.
+    """
+
+    curve: int
+    trend: np.ndarray
+    sigma: float
+    sigma_within: float
+    df: float
+    edf: float
+    tau: float
+    regimes: list[Regime]
+    resampled: bool
+    detectable: tuple[float, ...]
+
+
+class _Options(NamedTuple):
+    direction: str
+    tau0: float
+    alpha: float
+    level: float
+    n_boot: int
+    h: float
+
+
+def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, float, float]], float]:
+    """Return the row's regimes as ``(start, end, delta, se)``, and the trend's shift.
+
+    A regime touching the first cell becomes its complement, a step to the end (the
+    same model, the trend taking ``delta`` as its constant): a curve starts at its
+    normal level.
+    """
+    starts, ends = candidate_intervals(t)
+    out, shift = [], 0.0
+    for j, c in enumerate(fit.chosen[row]):
+        if c < 0:
+            continue
+        a, b = int(starts[c]), int(ends[c])
+        delta, se = float(fit.delta[row, j]), float(fit.se_unit[row, j] * fit.sigma[row])
+        if a == 0:
+            a, b, shift, delta = b + 1, t - 1, shift + delta, -delta
+        out.append((a, b, delta, se))
+    return out, shift
+
+
+def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, float]:
+    """Whether the regime is in ``direction``, its TREAT ``z`` and its change ``z0``."""
+    tested = o.direction == "both" or (delta > 0) == (o.direction == "up")
+    se = max(se, 1e-12)
+    return tested, (abs(delta) - o.tau0) / se, delta / se
+
+
+def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the largest TREAT ``z`` among tested regimes and the largest ``|z0|``."""
+    k_rows = fit.chosen.shape[0]
+    used = fit.chosen >= 0
+    se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
+    delta = fit.delta
+    starts, ends = candidate_intervals(t)
+    idx = np.maximum(fit.chosen, 0)
+    flip = used & (starts[idx] == 0)
+    signed = np.where(flip, -delta, delta)
+    tested = used & ((o.direction == "both") | ((signed > 0) == (o.direction == "up")))
+    z = np.where(tested, (np.abs(signed) - o.tau0) / se, -np.inf)
+    z0 = np.where(used, np.abs(signed) / se, -np.inf)
+    return (z.max(axis=1) if k_rows else z), (z0.max(axis=1) if k_rows else z0)
+
+
+def _tail_p(value: float, maxima: np.ndarray) -> float:
+    """P(max >= value) from the draws' maxima, their Gumbel tail where draws run out.
+
+    With fewer than :data:`_EXACT_COUNT` draws at least as extreme, the finite maxima are
+    fitted by a Gumbel law (by moments: the law of a maximum) and its tail, times the
+    share of draws that selected anything, is used; never more than the count allows.
+    """
+    finite = maxima[np.isfinite(maxima)]
+    b = maxima.size
+    count = int(np.sum(finite >= value))
+    exact = (count + 1) / (b + 1)
+    if count >= _EXACT_COUNT or finite.size < 10:
+        return min(1.0, exact)
+    beta = max(float(np.std(finite)) * np.sqrt(6.0) / np.pi, 1e-9)
+    mu = float(np.mean(finite)) - 0.5772156649 * beta
+    tail = -np.expm1(-np.exp(-(value - mu) / beta)) * finite.size / b
+    return float(min(exact, max(tail, count / (b + 1), 1e-300)))
+
+
+def _noise_draws(c: CurveInput, b: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Cell medians of resampled trials, centred per cell ``(b, T)``, and their variances."""
+    t = c.n.size
+    if c.pool.size < 2:
+        return np.zeros((b, t)), np.zeros(t)
+    width = int(c.n.max())
+    draws = c.pool[rng.integers(0, c.pool.size, size=(b, t, width))]
+    draws = np.where(np.arange(width)[None, None, :] < c.n[None, :, None], draws, np.inf)
+    draws.sort(axis=2)
+    lo = np.take_along_axis(draws, ((c.n - 1) // 2)[None, :, None].repeat(b, 0), axis=2)
+    hi = np.take_along_axis(draws, (c.n // 2)[None, :, None].repeat(b, 0), axis=2)
+    medians = 0.5 * (lo[..., 0] + hi[..., 0])
+    medians -= medians.mean(axis=0, keepdims=True)
+    return medians, medians.var(axis=0)
+
+
+def _draws(c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options) -> np.ndarray:
+    """Noise of ``2 * n_boot`` draws of the curve: null, then model.
+
+    The cell medians of the curve's own trial residuals, resampled, plus a normal
+    between-cell term for the noise they leave unexplained: the larger of the fitted
+    model's residual scale and the difference-based scale of the levels (a cell that
+    selection fitted as a regime cannot shrink the noise its draws are made with).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(c.seed))
+    medians, var = _noise_draws(c, 2 * o.n_boot, rng)
+    sigma = max(float(fit.sigma[row]), scale)
+    tau = float(np.sqrt(max(0.0, sigma**2 - float(var.mean()))))
+    return medians + rng.normal(0.0, tau, size=medians.shape)
+
+
+def _fitted(fit: RowFit, row: int, t: int) -> np.ndarray:
+    """Return the row's fitted values: trend plus regimes."""
+    starts, ends = candidate_intervals(t)
+    out = fit.trend[row].copy()
+    for j, c in enumerate(fit.chosen[row]):
+        if c >= 0:
+            out[starts[c] : ends[c] + 1] += fit.delta[row, j]
+    return out
+
+
+def _canonical(fit: RowFit, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every row's regimes as arrays ``(K, KMAX)``: start, end, signed delta (NaN unused)."""
+    starts, ends = candidate_intervals(t)
+    used = fit.chosen >= 0
+    idx = np.maximum(fit.chosen, 0)
+    a, b = starts[idx], ends[idx]
+    flip = used & (a == 0)
+    a, b = np.where(flip, b + 1, a), np.where(flip, t - 1, b)
+    delta = np.where(used, np.where(flip, -fit.delta, fit.delta), np.nan)
+    return a, b, delta
+
+
+def _spread(
+    found: RowFit, t: int, regime: tuple[int, int, float, float], level: float
+) -> tuple[tuple[int, int, int, int], tuple[float, float]]:
+    """Bounds on a regime's onset and end, and its delta's quantiles, over draws."""
+    s, e, delta, _ = regime
+    a, b, d = _canonical(found, t)
+    overlap = np.minimum(b, e) - np.maximum(a, s) + 1
+    overlap = np.where(np.sign(np.nan_to_num(d)) == np.sign(delta), overlap, 0)
+    best = np.argmax(overlap, axis=1)
+    rows = np.flatnonzero(overlap[np.arange(overlap.shape[0]), best] > 0)
+    if rows.size == 0:
+        return (s, s, e, e), (delta, delta)
+    lo, hi = (1.0 - level) / 2.0, (1.0 + level) / 2.0
+    starts, ends = a[rows, best[rows]], b[rows, best[rows]]
+    deltas = d[rows, best[rows]]
+    bounds = (
+        int(np.quantile(starts, lo, method="lower")),
+        int(np.quantile(starts, hi, method="higher")),
+        int(np.quantile(ends, lo, method="lower")),
+        int(np.quantile(ends, hi, method="higher")),
+    )
+    return bounds, (float(np.quantile(deltas, lo)), float(np.quantile(deltas, hi)))
+
+
+def _threshold(maxima: np.ndarray, alpha: float) -> float:
+    """Return the ``1 - alpha`` quantile of the null maxima (``-inf``: nothing selected)."""
+    return float(np.quantile(maxima, 1.0 - alpha, method="higher")) if maxima.size else -np.inf
+
+
+def _detectable(
+    sm: Smoother, which: int, sigma: float, df: float, q: float, o: _Options
+) -> tuple[float, ...]:
+    """Ratio over trend of a centred spike reported with probability 0.8, per width."""
+    t = sm.size
+    out = []
+    for w in SENSITIVITY_WIDTHS:
+        if t - w < 3:
+            out.append(float("nan"))
+            continue
+        a = (t - w) // 2
+        zaz, za2z = interval_precision(sm, which, a, a + w - 1)
+        se = sigma * np.sqrt(za2z) / zaz
+        enter = o.h * sigma / np.sqrt(zaz)
+        test = o.tau0 + se * max(q, float(stats.t.ppf(1.0 - o.alpha, df)))
+        delta = max(enter, test) + float(stats.t.ppf(_POWER, df)) * se
+        out.append(float(np.exp(min(delta, 700.0))))
+    return tuple(out)
+
+
+def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Regimes selected in unit normal noise on the grid: signed delta and se per draw.
+
+    Scaled to a curve's noise they give its null maxima without resampling it (for the
+    sensitivity of curves where nothing was selected).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence((seed, sm.size, 7)))
+    rows = rng.normal(size=(o.n_boot, sm.size))
+    fit = fit_rows(rows, sm, o.h, KMAX)
+    _, _, delta = _canonical(fit, sm.size)
+    return delta, fit.se_unit * fit.sigma[:, None]
+
+
+def _scaled_maxima(gauss: tuple[np.ndarray, np.ndarray], sigma: float, o: _Options) -> np.ndarray:
+    delta, se = gauss
+    tested = (o.direction == "both") | ((delta > 0) == (o.direction == "up"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (np.abs(delta) * sigma - o.tau0) / (np.maximum(se, 1e-12) * sigma)
+    z = np.where(tested & np.isfinite(delta), z, -np.inf)
+    return z.max(axis=1)
+
+
+def _resample(
+    curves: list[CurveInput], fit: RowFit, rows: list[int], sm: Smoother, o: _Options
+) -> RowFit:
+    """Fit ``n_boot`` null draws and ``n_boot`` model draws of each curve in ``rows``."""
+    t = sm.size
+    scale = difference_scale(sm.u, np.stack([curves[i].level for i in rows]))
+    stacked = []
+    for k, i in enumerate(rows):
+        noise = _draws(curves[i], fit, i, float(scale[k]), o)
+        stacked.append(fit.trend[i] + noise[: o.n_boot])
+        stacked.append(_fitted(fit, i, t) + noise[o.n_boot :])
+    return fit_rows(np.concatenate(stacked), sm, o.h, KMAX)
+
+
+def _within(c: CurveInput) -> float:
+    """Return the trials' standard deviation within processes (0 without replicates)."""
+    return float(np.sqrt(np.mean(c.pool**2))) if c.pool.size else 0.0
+
+
+def _between(c: CurveInput, sigma: float) -> float:
+    """Cell noise beyond the trials' own: the between-cell (process) part."""
+    sampling = median_variance_factor(c.n) * _within(c) ** 2 / c.n
+    return float(np.sqrt(max(0.0, sigma**2 - float(sampling.mean()))))
+
+
+def _slice(fit: RowFit, start: int, stop: int) -> RowFit:
+    return RowFit(*(field[start:stop] for field in fit))
+
+
+def _tested_regimes(
+    regimes: list[tuple[int, int, float, float]],
+    nulls: tuple[np.ndarray, np.ndarray],
+    model: RowFit,
+    t: int,
+    df: float,
+    o: _Options,
+) -> list[Regime]:
+    """Each regime with its selection-aware p-values and its bootstrap spread."""
+    out = []
+    for regime in regimes:
+        tested, z, z0 = _statistics(regime[2], regime[3], o)
+        p = max(float(stats.t.sf(z, df)), _tail_p(z, nulls[0])) if tested else 1.0
+        p_change = max(float(2.0 * stats.t.sf(abs(z0), df)), _tail_p(abs(z0), nulls[1]))
+        bounds, boot = _spread(model, t, regime, o.level)
+        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, boot))
+    return out
+
+
+def fit_grid(
+    curves: list[CurveInput],
+    direction: str,
+    min_ratio: float,
+    alpha: float,
+    level: float,
+    n_boot: int,
+    penalty: float,
+    seed: int,
+) -> list[CurveModel]:
+    """Fit, test and resample the curves of one grid (every ``u`` equal).
+
+    Parameters
+    ----------
+    curves : list of CurveInput
+        The grid's curves.
+    direction, min_ratio, alpha, level, n_boot, penalty, seed
+        As :func:`regimes.detect_regimes`.
+
+    Returns
+    -------
+    list of CurveModel
+        In the order of ``curves``.
+    """
+    sm = smoother_for(curves[0].u)
+    t = sm.size
+    o = _Options(
+        direction, float(np.log(min_ratio)), alpha, level, n_boot, selection_threshold(t, penalty)
+    )
+    levels = np.stack([c.level for c in curves])
+    fit = fit_rows(levels, sm, o.h, KMAX)
+    noise = np.maximum(fit.sigma, difference_scale(sm.u, levels))
+    rows = [i for i in range(len(curves)) if (fit.chosen[i] >= 0).any()]
+    boot = _resample(curves, fit, rows, sm, o) if rows else fit
+    gauss = _gaussian_maxima(sm, o, seed)
+    models = []
+    for i, c in enumerate(curves):
+        regimes, shift = _regimes_of(fit, i, t)
+        sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
+        tested: list[Regime] = []
+        tau = _between(c, sigma)
+        if i in rows:
+            k = rows.index(i)
+            null = _slice(boot, 2 * k * n_boot, (2 * k + 1) * n_boot)
+            model = _slice(boot, (2 * k + 1) * n_boot, (2 * k + 2) * n_boot)
+            maxima = _row_maxima(null, t, o)
+            tested = _tested_regimes(regimes, maxima, model, t, df, o)
+            q = _threshold(maxima[0], alpha)
+        else:
+            q = _threshold(_scaled_maxima(gauss, float(noise[i]), o), alpha)
+        detectable = _detectable(sm, which, float(noise[i]), df, q, o)
+        models.append(
+            CurveModel(
+                c.curve,
+                fit.trend[i] + shift,
+                sigma,
+                _within(c),
+                df,
+                float(sm.edf[which]),
+                tau,
+                tested,
+                i in rows,
+                detectable,
+            )
+        )
+    return models

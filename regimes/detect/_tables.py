@@ -1,0 +1,377 @@
+"""The tables of a :class:`~regimes.detect.RegimeResult`, built from the curve models."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from regimes._result import untested_frame
+from regimes._stats.anomaly_table import anomaly_schema, x_value
+from regimes._stats.levels import median_variance_factor
+from regimes.detect._model import SENSITIVITY_WIDTHS, CurveModel, Regime
+from regimes.detect._result import RegimeResult
+from regimes.detect._trials import Adjusted
+
+__all__ = ["INCONCLUSIVE_RATIO", "Decision", "assemble"]
+
+INCONCLUSIVE_RATIO = 3.0
+"""A curve that could not have found a 2-cell spike below this ratio is inconclusive."""
+
+_CURVE_COLUMNS = (
+    "n",
+    "n_sessions",
+    "median",
+    "ci_low",
+    "ci_high",
+    "baseline",
+    "ratio",
+    "segment",
+    "anomalous",
+)
+
+_GROUP_COLUMNS = (
+    "n_cells",
+    "n_trials",
+    "sigma_within",
+    "tau_between",
+    "trend_df",
+    "drift",
+    "n_change_points",
+    "n_anomalies",
+    "status",
+    "note",
+)
+
+
+class Decision(NamedTuple):
+    """q-values of the tested regimes and of the change points, keyed (curve, regime)."""
+
+    regime_q: dict[tuple[int, int], float]
+    change_q: dict[tuple[int, int], float]
+    alpha: float
+
+
+class _Context(NamedTuple):
+    cells: pl.DataFrame
+    starts: dict[int, int]
+    groups: dict[int, list[Any]]
+    group_schema: dict[str, Any]
+    x_dtype: pl.DataType
+    params: dict[str, Any]
+
+
+def _significant(m: CurveModel, d: Decision) -> list[int]:
+    return [k for k in range(len(m.regimes)) if d.regime_q.get((m.curve, k), 1.0) < d.alpha]
+
+
+def _departure(m: CurveModel, t: int) -> np.ndarray:
+    """Return the fitted departure from the trend at every cell of the curve."""
+    f = np.zeros(t)
+    for r in m.regimes:
+        f[r.start : r.end + 1] += r.delta
+    return f
+
+
+def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> pl.DataFrame:
+    """Interval, baseline, segment and flag of every cell."""
+    cells = ctx.cells
+    level = ctx.params["level"]
+    out = []
+    for part in cells.partition_by("_curve", maintain_order=True):
+        t = part.height
+        median = part.get_column("median").to_numpy()
+        n = part.get_column("n").to_numpy()
+        m = models.get(int(part.get_column("_curve")[0]))
+        log_median = np.log(median)
+        if m is None:
+            out.append(np.column_stack([median * np.nan] * 3 + [np.zeros(t)] * 2))
+            continue
+        offset = float(np.median(log_median - part.get_column("level").to_numpy()))
+        sampling = median_variance_factor(n) * m.sigma_within**2 / n
+        half = stats.t.ppf((1 + level) / 2, m.df) * np.sqrt(sampling + m.tau**2)
+        flag = np.zeros(t)
+        for k in _significant(m, d):
+            flag[m.regimes[k].start : m.regimes[k].end + 1] = 1.0
+        segment = np.concatenate([[0], np.cumsum(np.abs(np.diff(_departure(m, t))) > 0)])
+        out.append(
+            np.column_stack(
+                [
+                    np.exp(log_median - half),
+                    np.exp(log_median + half),
+                    np.exp(m.trend + offset),
+                    segment,
+                    flag,
+                ]
+            )
+        )
+    values = np.concatenate(out)
+    return cells.with_columns(
+        pl.Series("ci_low", values[:, 0]),
+        pl.Series("ci_high", values[:, 1]),
+        pl.Series("baseline", values[:, 2]),
+        pl.Series("segment", values[:, 3].astype(np.int64)),
+        pl.Series("anomalous", values[:, 4] > 0),
+    ).with_columns((pl.col("median") / pl.col("baseline")).alias("ratio"))
+
+
+def _kind(r: Regime, t: int) -> tuple[str, bool | None]:
+    """``spike`` (comes back), ``step`` (runs to the end) or ``edge`` (one end cell)."""
+    width = r.end - r.start + 1
+    if width == 1 and (r.start == 0 or r.end == t - 1):
+        return "edge", None
+    if r.end == t - 1:
+        return "step", False
+    return "spike", True
+
+
+def _ratio_interval(r: Regime, df: float, level: float) -> tuple[float, float]:
+    """Return the wider, at each end, of the t interval and the basic bootstrap interval.
+
+    The t interval holds the interval fixed; the bootstrap one re-selects it in every
+    draw (2 delta minus the draws' quantiles), so it carries the selection's own spread.
+    """
+    half = float(stats.t.ppf((1 + level) / 2, df)) * r.se
+    low = min(r.delta - half, 2 * r.delta - r.boot_delta[1])
+    high = max(r.delta + half, 2 * r.delta - r.boot_delta[0])
+    return float(np.exp(low)), float(np.exp(high))
+
+
+def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
+    rows = []
+    for m in models:
+        xs = ctx.cells.get_column("_x").to_numpy()[ctx.starts[m.curve] :][: m.trend.size]
+        for k in _significant(m, d):
+            r = m.regimes[k]
+            kind, recovered = _kind(r, m.trend.size)
+            low, high = _ratio_interval(r, m.df, ctx.params["level"])
+            peak = r.start + int(
+                np.argmax(np.abs(_departure(m, m.trend.size)[r.start : r.end + 1]))
+            )
+            xv = [x_value(xs[i], ctx.x_dtype) for i in (r.start, r.end, peak, *r.bounds)]
+            rows.append(
+                [
+                    *ctx.groups[m.curve],
+                    *xv[:3],
+                    float(np.exp(r.delta)),
+                    low,
+                    high,
+                    r.p_value,
+                    d.regime_q[(m.curve, k)],
+                    recovered,
+                    kind,
+                    r.end - r.start + 1,
+                    None,
+                    *xv[3:],
+                ]
+            )
+    schema = {**ctx.group_schema, **anomaly_schema(ctx.x_dtype)}
+    schema |= {c: ctx.x_dtype for c in ("start_low", "start_high", "end_low", "end_high")}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _change_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
+    """Every boundary of a regime: the jump there, its bounds and significance."""
+    rows = []
+    level = ctx.params["level"]
+    for m in models:
+        t = m.trend.size
+        xs = ctx.cells.get_column("_x").to_numpy()[ctx.starts[m.curve] :][:t]
+        f = _departure(m, t)
+        for k, r in enumerate(m.regimes):
+            q = d.change_q[(m.curve, k)]
+            sides = [(r.start, r.bounds[0], r.bounds[1])] if r.start > 0 else []
+            if r.end < t - 1:
+                sides.append((r.end + 1, r.bounds[2] + 1, min(r.bounds[3] + 1, t - 1)))
+            for after, low, high in sides:
+                jump = f[after] - f[after - 1]
+                half = float(stats.t.ppf((1 + level) / 2, m.df)) * r.se
+                xv = [x_value(xs[i], ctx.x_dtype) for i in (after - 1, after, low, high)]
+                rows.append(
+                    [
+                        *ctx.groups[m.curve],
+                        xv[0],
+                        xv[1],
+                        float(np.exp(jump)),
+                        float(np.exp(jump - half)),
+                        float(np.exp(jump + half)),
+                        r.p_change,
+                        q,
+                        q < d.alpha,
+                        xv[2],
+                        xv[3],
+                    ]
+                )
+    schema = dict(ctx.group_schema) | {"x_before": ctx.x_dtype, "x_after": ctx.x_dtype}
+    schema |= {c: pl.Float64 for c in ("ratio", "ratio_low", "ratio_high", "p_value", "q_value")}
+    schema |= {"significant": pl.Boolean, "after_low": ctx.x_dtype, "after_high": ctx.x_dtype}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    # two regimes may share a boundary: one change there, with the stronger evidence
+    keys = [*ctx.group_schema, "x_before"]
+    return frame.sort("p_value").unique(subset=keys, keep="first", maintain_order=True)
+
+
+def _sensitivity(ctx: _Context, models: list[CurveModel]) -> pl.DataFrame:
+    rows = [
+        [*ctx.groups[m.curve], w, ratio, _curve_status(m)]
+        for m in models
+        for w, ratio in zip(SENSITIVITY_WIDTHS, m.detectable, strict=True)
+    ]
+    schema = dict(ctx.group_schema) | {
+        "width": pl.Int64,
+        "detectable_ratio": pl.Float64,
+        "status": pl.String,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _curve_status(m: CurveModel) -> str:
+    width2 = m.detectable[SENSITIVITY_WIDTHS.index(2)]
+    return "inconclusive" if not width2 <= INCONCLUSIVE_RATIO else "tested"
+
+
+def _group_rows(
+    ctx: _Context, models: list[CurveModel], adjusted: Adjusted, d: Decision, notes: dict[int, str]
+) -> pl.DataFrame:
+    by_curve = {m.curve: m for m in models}
+    drift = dict(adjusted.drift.select("_curve", "drift").iter_rows())
+    stats_ = ctx.cells.group_by("_curve", maintain_order=True).agg(
+        pl.len().alias("n_cells"), pl.col("n").sum().alias("n_trials")
+    )
+    rows = []
+    for curve, n_cells, n_trials in stats_.iter_rows():
+        m = by_curve.get(curve)
+        n_cp = (
+            0
+            if m is None
+            else len({k for k in range(len(m.regimes)) if d.change_q[(curve, k)] < d.alpha})
+        )
+        rows.append(
+            [
+                *ctx.groups[curve],
+                n_cells,
+                n_trials,
+                None if m is None else m.sigma_within,
+                None if m is None else m.tau,
+                None if m is None else m.edf,
+                drift.get(curve),
+                n_cp,
+                0 if m is None else len(_significant(m, d)),
+                "untested" if m is None else _curve_status(m),
+                notes.get(curve),
+            ]
+        )
+    schema = dict(ctx.group_schema) | {
+        "n_cells": pl.Int64,
+        "n_trials": pl.Int64,
+        "sigma_within": pl.Float64,
+        "tau_between": pl.Float64,
+        "trend_df": pl.Float64,
+        "drift": pl.Float64,
+        "n_change_points": pl.Int64,
+        "n_anomalies": pl.Int64,
+        "status": pl.String,
+        "note": pl.String,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _first_trial_rows(ctx: _Context, adjusted: Adjusted) -> pl.DataFrame:
+    table = adjusted.first_trials.sort("_curve")
+    rows = [[*ctx.groups[int(r[0])], *r[1:]] for r in table.iter_rows()]
+    schema = dict(ctx.group_schema) | {
+        "n_processes": pl.Int64,
+        "ratio": pl.Float64,
+        "p_value": pl.Float64,
+        "dropped": pl.Boolean,
+        "n_dropped": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _short_curves(
+    ctx: _Context, models: list[CurveModel], x: str
+) -> tuple[dict[int, str], pl.DataFrame]:
+    """Note the curves too short to test; return the notes and the ``untested`` frame."""
+    from regimes.detect._pipeline import MIN_CELLS
+
+    tested = {m.curve for m in models}
+    sizes = ctx.cells.group_by("_curve", maintain_order=True).len()
+    notes = {
+        int(c): f"only {n} distinct {x} value(s); at least {MIN_CELLS} are needed"
+        for c, n in sizes.iter_rows()
+        if int(c) not in tested
+    }
+    columns = list(ctx.group_schema)
+    rows = [
+        dict(zip(columns, ctx.groups[c], strict=True)) | {"reason": r} for c, r in notes.items()
+    ]
+    return notes, untested_frame(rows, columns)
+
+
+def _trial_rows(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
+    """Keep the analysed trials: group columns, ``x``, ``y`` and the process ``session``."""
+    kept = list(dict.fromkeys([*group_columns, x, y]))
+    out = frame.select(kept)
+    if "session" not in kept:
+        out = out.with_columns(frame.get_column("_session").alias("session"))
+    return out
+
+
+def assemble(
+    cells: pl.DataFrame,
+    index: Any,
+    adjusted: Adjusted,
+    models: list[CurveModel],
+    d: Decision,
+    frame: pl.DataFrame,
+    params: dict[str, Any],
+) -> RegimeResult:
+    """Build the result's tables from the curve models and the decision."""
+    x, y = params["x"], params["y"]
+    groups = {int(r[0]): list(r[1:]) for r in index.groups.iter_rows()}
+    sizes = cells.group_by("_curve", maintain_order=True).len()
+    starts = dict(
+        zip(
+            sizes.get_column("_curve").to_list(),
+            np.concatenate([[0], np.cumsum(sizes.get_column("len").to_numpy())[:-1]]).tolist(),
+            strict=True,
+        )
+    )
+    ctx = _Context(
+        cells,
+        {int(k): int(v) for k, v in starts.items()},
+        groups,
+        {c: index.groups.schema[c] for c in index.group_columns},
+        frame.schema[x],
+        params,
+    )
+    notes, untested = _short_curves(ctx, models, x)
+    by_curve = {m.curve: m for m in models}
+    curve = (
+        _cell_columns(ctx, by_curve, d)
+        .join(index.groups, on="_curve", how="left")
+        .with_columns(pl.col("_x").cast(ctx.x_dtype).alias(x))
+        .select([*index.group_columns, x, *_CURVE_COLUMNS])
+    )
+    anomalies = _anomaly_rows(ctx, models, d)
+    change_points = _change_rows(ctx, models, d)
+    if index.group_columns:
+        anomalies = anomalies.sort([*index.group_columns, "start"], nulls_last=True)
+        change_points = change_points.sort([*index.group_columns, "x_before"], nulls_last=True)
+    return RegimeResult(
+        curve=curve,
+        change_points=change_points,
+        anomalies=anomalies,
+        groups=_group_rows(ctx, models, adjusted, d, notes),
+        untested=untested,
+        trials=_trial_rows(frame, index.group_columns, x, y),
+        x=x,
+        y=y,
+        group_columns=index.group_columns,
+        params=params,
+        sensitivity=_sensitivity(ctx, models),
+        first_trials=_first_trial_rows(ctx, adjusted),
+    )
