@@ -25,7 +25,6 @@ the same to every internal reader whatever the user passed. ``to_polars()`` and
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import math
 import sys
@@ -36,13 +35,19 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-__all__ = ["AnalysisResult", "native_library", "untested_frame"]
+from regimes import _html
+
+__all__ = ["INTERVAL_LEAD_COLUMNS", "AnalysisResult", "native_library", "untested_frame"]
 
 _STORAGE_READERS = ("regimes", "collectors", "dataclasses", "copy")
 """Top-level modules whose code reads result tables as stored (polars): this package's,
 and the standard library's that copy a result field by field (``dataclasses.replace``)."""
 
-_HTML_ROWS = 50
+INTERVAL_LEAD_COLUMNS = ("start", "end", "ratio", "ratio_low", "ratio_high", "q_value", "kind")
+"""What the notebook view shows open of a table of intervals (anomalies, collapses)."""
+
+_VISIBLE_ROWS = 25
+"""Rows a table of a result's notebook view shows at most (the rest is counted)."""
 
 
 def untested_frame(rows: Sequence[Mapping[str, Any]], group_columns: Sequence[str]) -> pl.DataFrame:
@@ -125,27 +130,6 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
-def _html_table(frame: pl.DataFrame) -> str:
-    shown = frame.head(_HTML_ROWS)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in shown.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-        for row in shown.iter_rows()
-    )
-    more = (
-        f"<p>{frame.height - _HTML_ROWS} more rows not shown.</p>"
-        if frame.height > _HTML_ROWS
-        else ""
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
-
-
 @dataclass(frozen=True, repr=False)
 class AnalysisResult:
     """Base class of every analysis result (frozen; see the module docstring)."""
@@ -215,11 +199,86 @@ class AnalysisResult:
         return f"{type(self).__name__}({sizes}; {self.status})"
 
     def _repr_html_(self) -> str:
-        parts = [f"<h4>{html.escape(self._title)}</h4>", f"<p>{html.escape(self.status)}</p>"]
-        for name, frame in self.tables.items():
-            parts.append(f"<h5>{html.escape(name)}</h5>")
-            parts.append(_html_table(frame) if frame.height else "<p>None.</p>")
-        return "\n".join(parts)
+        """Return the notebook view: headlines, the findings open, the chart, the rest folded.
+
+        Built by :func:`regimes._html.result_view`; each table shows at most
+        :data:`_VISIBLE_ROWS` rows.
+        """
+        tables = self.tables
+        lead_name = self._tables[0] if self._tables else None
+        lead = None
+        if lead_name is not None:
+            frame = tables.pop(lead_name)
+            body = _html.html_table(
+                self._lead_frame(frame), max_rows=_VISIBLE_ROWS, empty=self._empty_text()
+            )
+            lead = _html.Fold(lead_name, body, frame.height)
+        folds = [
+            _html.Fold(name, _html.html_table(frame, max_rows=_VISIBLE_ROWS), frame.height)
+            for name, frame in tables.items()
+        ]
+        untested = getattr(self, "untested", None)
+        if isinstance(untested, pl.DataFrame) and untested.height:
+            folds.append(
+                _html.Fold(
+                    "untested", _html.html_table(untested, max_rows=_VISIBLE_ROWS), untested.height
+                )
+            )
+        params = dict(getattr(self, "params", {}))
+        folds.append(_html.Fold("params", _html.key_value_table(params.items()), len(params)))
+        svg, alt = self._chart_svg()
+        return _html.result_view(
+            title=self._title,
+            status=self.status,
+            headlines=self._headlines(),
+            lead=lead,
+            chart_svg=svg,
+            chart_alt=alt,
+            folds=folds,
+        )
+
+    _lead_columns: ClassVar[tuple[str, ...] | None] = None
+    """Columns of the first table that the notebook view shows open (after the group
+    columns); ``None``: all of them."""
+
+    def _lead_frame(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Return the first table, compact: group columns and :attr:`_lead_columns`."""
+        if self._lead_columns is None:
+            return frame
+        groups = [str(c) for c in getattr(self, "group_columns", ())]
+        wanted = dict.fromkeys([*groups, *self._lead_columns])
+        return frame.select([c for c in wanted if c in frame.columns])
+
+    def _headlines(self) -> list[str]:
+        """Return one sentence per finding, for the notebook view.
+
+        By default the sentences of an explanation's main table (the report's); results
+        with findings of their own kind override this.
+        """
+        from regimes.viz._findings import explanation_findings
+
+        return explanation_findings(self)
+
+    def _empty_text(self) -> str:
+        """Return what the notebook view says when the first table has no rows."""
+        return "None found."
+
+    def _chart_svg(self) -> tuple[str, str]:
+        """Return the chart as base64 SVG with its description; ``("", "")`` if none."""
+        import base64
+
+        import vl_convert as vlc
+
+        from regimes.errors import RegimesInputError
+        from regimes.viz._save import vegalite_version
+
+        try:
+            spec = self.chart().to_dict()
+        except RegimesInputError:  # no chart for this result, or one it cannot draw
+            return "", ""
+        svg = vlc.vegalite_to_svg(spec, vl_version=vegalite_version())
+        encoded = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+        return encoded, str(spec.get("description", self._title))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as plain JSON-safe Python objects.

@@ -109,6 +109,12 @@ class ComparisonResult(AnalysisResult):
     _tables: ClassVar[tuple[str, ...]] = ("changes", "shift", "budgets", "unmatched", "environment")
     _title: ClassVar[str] = "Run comparison"
 
+    def _headlines(self) -> list[str]:
+        """Return one sentence per regime's status and per significant shift."""
+        from regimes.viz._findings import comparison_findings
+
+        return comparison_findings(self)
+
     def summary(self) -> str:
         """Return a fixed-width text report: environment, shifts, regimes, unmatched."""
         return summary_text(self, _WIDTH)

@@ -110,6 +110,12 @@ class RefineResult(AnalysisResult):
     _tables: ClassVar[tuple[str, ...]] = ("boundaries", "probes")
     _title: ClassVar[str] = "Boundary refinement"
 
+    def _headlines(self) -> list[str]:
+        """Return one sentence per refined boundary, as the report words it."""
+        from regimes.viz._sections import refinement_findings
+
+        return refinement_findings(self)
+
     def summary(self) -> str:
         """One line per boundary, then the cost against a dense grid."""
         lines = [

@@ -54,7 +54,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from regimes._result import AnalysisResult, native_library, untested_frame
+from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult, native_library, untested_frame
 from regimes._stats.anomaly_table import Interval, anomaly_frame
 from regimes._stats.between_cell import curve_taus
 from regimes._stats.candidates import choose_intervals
@@ -120,6 +120,19 @@ class SpeedupResult(AnalysisResult):
 
     _tables: ClassVar[tuple[str, ...]] = ("collapses", "speedup")
     _title: ClassVar[str] = "KV-cache speedup"
+    _lead_columns: ClassVar[tuple[str, ...] | None] = INTERVAL_LEAD_COLUMNS
+
+    def _headlines(self) -> list[str]:
+        """Return one sentence per collapse, as the report words it."""
+        from regimes.viz._findings import collapse_findings
+
+        return collapse_findings(self, self.x)
+
+    def _empty_text(self) -> str:
+        """Return why the notebook view's collapse table is empty."""
+        return (
+            "No collapse of the speedup at q < alpha." if self.status == "tested" else self.status
+        )
 
     speedup: pl.DataFrame
     collapses: pl.DataFrame

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from regimes._result import AnalysisResult
+from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult
 
 __all__ = ["RegimeReport", "RegimeResult"]
 
@@ -64,15 +64,7 @@ class RegimeResult(AnalysisResult):
 
     _tables: ClassVar[tuple[str, ...]] = ("anomalies", "change_points", "curve", "groups")
     _title: ClassVar[str] = "Regime detection"
-    _lead_columns: ClassVar[tuple[str, ...] | None] = (
-        "start",
-        "end",
-        "ratio",
-        "ratio_low",
-        "ratio_high",
-        "q_value",
-        "kind",
-    )
+    _lead_columns: ClassVar[tuple[str, ...] | None] = INTERVAL_LEAD_COLUMNS
 
     curve: pl.DataFrame
     change_points: pl.DataFrame
