@@ -12,14 +12,14 @@ each session: :func:`session_specs`.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from regimes.data.io import RunWriter
+from regimes.data.io import _atomic_write_text as write_text_atomically
+from regimes.data.io import read_meta as read_run_meta
 
 from ._schedule import plan_session
 from ._state import RunState
@@ -40,13 +40,10 @@ class Batch:
 def read_meta(run_dir: Path) -> dict[str, Any]:
     """Read ``meta.json`` of a run; a missing or unreadable one is a :class:`SpecError`."""
     path = run_dir / "meta.json"
-    try:
-        meta = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{str(run_dir)!r} is not a run directory (no meta.json)") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"{str(path)!r} is not readable: {exc}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("spec"), dict):
+    if not path.exists():
+        raise SpecError(f"{str(run_dir)!r} is not a run directory (no meta.json)")
+    meta = read_run_meta(path)  # one line naming the file for any damage
+    if not isinstance(meta.get("spec"), dict):
         raise SpecError(f"{str(run_dir)!r} holds a run without a readable sweep spec")
     return meta
 
@@ -57,6 +54,16 @@ def stored_spec(meta: dict[str, Any]) -> SweepSpec:
 
 
 def _batch_spec(base: dict[str, Any], entry: dict[str, Any], check_available: bool) -> SweepSpec:
+    sessions, overrides = entry.get("sessions"), entry.get("overrides")
+    if not (
+        isinstance(overrides, dict)
+        and isinstance(sessions, list)
+        and all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in sessions)
+    ):
+        raise SpecError(
+            f"a batch recorded in meta.json is damaged ({str(entry)[:80]}): it needs "
+            "'overrides' (an object) and 'sessions' (whole numbers)"
+        )
     data = {**base, **entry["overrides"], "sessions": len(entry["sessions"])}
     return SweepSpec.from_dict(data, check_available=check_available)
 
@@ -80,10 +87,8 @@ def measured_left(specs: dict[int, SweepSpec], state: RunState) -> int:
 
 
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    path = run_dir / "meta.json"
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=str))
-    os.replace(tmp, path)
+    # atomically, naming meta.json and leaving no temporary file when the disk is full
+    write_text_atomically(json.dumps(meta, indent=2, default=str), run_dir / "meta.json")
 
 
 def _next_session(meta: dict[str, Any], state_sessions: set[int]) -> int:
@@ -132,6 +137,7 @@ def claim_batch(run_dir: Path, overrides: dict[str, Any], sessions: int, name: s
     session the run has (in ``meta.json`` or on disk), so none collides.
     """
     meta = read_meta(run_dir)
+    session_specs(meta)  # every recorded batch checked before any is looked up
     state = RunState.read(RunWriter(run_dir, None))
     entry = (
         _named(meta, name, overrides, sessions)

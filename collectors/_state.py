@@ -7,7 +7,6 @@ the next execution ``order``) so that a resumed session runs exactly what is lef
 
 from __future__ import annotations
 
-import json
 import traceback
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from regimes.data.io import RunWriter
+from regimes.data.io import RunWriter, read_meta
 
 from .spec import Case, SpecError, SweepSpec
 
@@ -118,10 +117,11 @@ def check_run_dir(spec: SweepSpec, run_dir: Path) -> None:
     """
     meta_path = run_dir / "meta.json"
     if meta_path.exists():
-        try:
-            stored = json.loads(meta_path.read_text())["spec"]
-        except (KeyError, json.JSONDecodeError):
-            raise SpecError(f"{str(run_dir)!r} holds a run without a readable sweep spec") from None
+        # Read as every reader reads it: a regular file holding a JSON object whose keys
+        # have the kinds regimes writes (a list or a deep nest is one line, not a crash).
+        stored = read_meta(meta_path).get("spec")
+        if not isinstance(stored, dict):
+            raise SpecError(f"{str(run_dir)!r} holds a run without a readable sweep spec")
         previous = SweepSpec.from_dict(stored, check_available=False)
         differences = previous.differences(spec)
         if differences:
@@ -144,7 +144,8 @@ def check_run_dir(spec: SweepSpec, run_dir: Path) -> None:
 def remove_stale_temp_files(run_dir: Path) -> None:
     """Delete temporary files of writes that were killed mid-way.
 
-    Only called with the run locked, so none of them can belong to a live writer.
+    Only called with the run locked, so none of them can belong to a live writer: the
+    parts' and ``meta.json``'s (a full disk while rewriting it).
     """
-    for stale in run_dir.glob("*/.part-*.tmp"):
+    for stale in [*run_dir.glob("*/.part-*.tmp"), *run_dir.glob(".meta.json.*.tmp")]:
         stale.unlink()

@@ -26,6 +26,7 @@ not import torch: everything measurement-related is imported inside the handler.
 from __future__ import annotations
 
 import argparse
+import errno
 import shlex
 import sys
 from pathlib import Path
@@ -92,12 +93,46 @@ def _missing_extra(exc: ImportError) -> str | None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    """Run ``regimes collect``: validate, run, print the summary, return the exit status."""
+    """Run ``regimes collect``: validate, run, print the summary, return the exit status.
+
+    Ctrl-C at any moment (importing torch takes seconds) ends with one line and the
+    status of an interrupted sweep; a write the system refuses (a full disk, a
+    file-size limit) ends with one line naming the file and how to resume.
+    """
+    try:
+        return _collect(args)
+    except KeyboardInterrupt:
+        resume = shlex.join(_resume_command(args, _run_dir(args)))
+        print(f"collect: interrupted; rerun to resume: {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise
+        where = f" {str(exc.filename)!r}" if exc.filename else ""
+        resume = shlex.join(_resume_command(args, _run_dir(args)))
+        print(
+            f"regimes collect: error: {exc.strerror}:{where}; every trial written before it "
+            f"is kept: make room (or raise the file-size limit) and resume with: {resume}",
+            file=sys.stderr,
+        )
+        return 2
+
+
+EXIT_INTERRUPTED = 130
+"""Exit status of an interrupted sweep (as ``collectors.sweep.EXIT_CODES`` says)."""
+
+
+def _run_dir(args: argparse.Namespace) -> Path:
+    return args.output if args.output is not None else Path("runs") / args.spec.stem
+
+
+def _collect(args: argparse.Namespace) -> int:
     from regimes.data.schema import RegimesInputError
 
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise RegimesInputError(f"--max-seconds must be positive, got {args.max_seconds}")
     try:
+        from ._state import check_run_dir
         from .hygiene import machine_state
         from .spec import SweepSpec
         from .sweep import EXIT_CODES
@@ -112,7 +147,8 @@ def run_collect(args: argparse.Namespace) -> int:
         )
         return 2
     spec = SweepSpec.from_toml(args.spec, check_available=args.cluster is None)
-    run_dir = args.output if args.output is not None else Path("runs") / args.spec.stem
+    run_dir = _run_dir(args)
+    check_run_dir(spec, run_dir)  # a directory it cannot use is refused before any output
     resume = _resume_command(args, run_dir)
     print(
         f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "

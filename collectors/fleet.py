@@ -217,6 +217,7 @@ def run_fleet_sweep(
         check_run_dir(spec, target)
         target.mkdir(parents=True, exist_ok=True)
         with RunLock(target, lock_wait_s):
+            check_run_dir(spec, target)  # again under the lock: another writer may have begun
             remove_stale_temp_files(target)
             writer = RunWriter(target, _fleet_meta(spec, command))
             units = make_units(spec, hosts, record_hosts(writer, hosts, cluster))

@@ -183,11 +183,13 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _int(key: str, value: Any, *, minimum: int | None) -> int:
+def _int(key: str, value: Any, *, minimum: int | None, maximum: int | None = None) -> int:
     if not _is_int(value):
         raise SpecError(f"{key!r} must be an integer, got {value!r} ({_type_name(value)})")
     if minimum is not None and value < minimum:
         raise SpecError(f"{key!r} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise SpecError(f"{key!r} must be <= {maximum}, got {value}")
     return int(value)
 
 
@@ -229,11 +231,20 @@ def _suggest(word: str, candidates: Sequence[str]) -> str:
 _Check = Callable[[str, Any, Mapping[str, Any]], Any]
 
 
-def _integer(minimum: int | None) -> _Check:
+def _integer(minimum: int | None, maximum: int | None = None) -> _Check:
     def check(key: str, value: Any, known: Mapping[str, Any]) -> int:
-        return _int(key, value, minimum=minimum)
+        return _int(key, value, minimum=minimum, maximum=maximum)
 
     return check
+
+
+MAX_SEED = 2**63 - 1
+"""Largest seed: numpy's generators take any whole number >= 0, torch's up to 2**64 - 1."""
+
+MAX_BUDGETS = 100_000
+"""Most budgets a spec may list. Each is a case measured in every session; a range
+longer than any model's positions is a typo (a stop with three zeros too many), and it
+is refused before it is built."""
 
 
 def _one_of(allowed: Sequence[str], name: str | None = None) -> _Check:
@@ -318,7 +329,13 @@ def _budget_range(value: Mapping[str, Any]) -> tuple[int, ...]:
     step = _int("budgets.step", value.get("step", 1), minimum=1)
     if stop < start:
         raise SpecError(f"'budgets' range is empty: stop ({stop}) < start ({start})")
-    return tuple(range(start, stop + 1, step))
+    budgets = range(start, stop + 1, step)
+    if len(budgets) > MAX_BUDGETS:  # counted, not built: a range can be any length
+        raise SpecError(
+            f"'budgets' range {start}..{stop} step {step} holds {len(budgets)} budgets, more "
+            f"than the {MAX_BUDGETS} a sweep may measure; check stop and step"
+        )
+    return tuple(budgets)
 
 
 def _budget_item(key: str, item: Any, known: Mapping[str, Any]) -> int:
@@ -332,6 +349,8 @@ def _budget_item(key: str, item: Any, known: Mapping[str, Any]) -> int:
 def _budgets(key: str, value: Any, known: Mapping[str, Any]) -> tuple[int, ...]:
     if isinstance(value, Mapping):
         return _budget_range(value)
+    if isinstance(value, (list, tuple)) and len(value) > MAX_BUDGETS:
+        raise SpecError(f"'budgets' lists {len(value)} budgets, more than {MAX_BUDGETS}")
     return _unique_list(_budget_item)(key, value, known)
 
 
@@ -441,13 +460,28 @@ _PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "isolation": _one_of(ISOLATIONS),
     "instrument": _flag,
     "engine": _one_of(ENGINES),
-    "seed": _integer(None),
+    "seed": _integer(0, MAX_SEED),
     "fleet_sessions": _one_of(FLEET_SESSIONS),
     "inject": _inject,
     "attn_implementation": _attn_implementation,
     "sdpa_backends": _sdpa_backends,
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
+
+
+def _inject_in_grid(spec: SweepSpec) -> None:
+    """Refuse an injected slowdown that touches no budget of the grid (it slows nothing).
+
+    Checked on a spec file only: the batches a run adds (:func:`collectors.sweep.
+    collect_budgets`) probe a few budgets, often outside its injected interval.
+    """
+    inject, budgets = spec.inject, spec.budgets
+    if inject is not None and not any(inject.start <= b <= inject.stop for b in budgets):
+        raise SpecError(
+            f"'inject' covers budgets {inject.start}..{inject.stop}, which hold none of the "
+            f"spec's budgets ({min(budgets)}..{max(budgets)}): it would slow nothing down"
+        )
+
 
 _CROSS_CHECKS: tuple[Callable[[Mapping[str, Any]], None], ...] = (_fits_positions,)
 """Constraints between keys, run once every key is valid."""
@@ -458,6 +492,29 @@ def _default(key: str, default: Any, known: Mapping[str, Any]) -> Any:
     if key == "warmup" and known["warmup_policy"] == "none":
         return 0
     return default
+
+
+def _read_toml(p: Path) -> dict[str, Any]:
+    """Parse a spec file; every failure names the file. A leading BOM is not an error."""
+    if not p.exists():
+        raise SpecError(f"no sweep spec at {str(p)!r}")
+    if not p.is_file():  # a FIFO would block the read forever
+        raise SpecError(f"the sweep spec {str(p)!r} is not a regular file")
+    try:
+        # Editors on Windows write a byte-order mark, which TOML itself does not allow.
+        text = p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{str(p)!r} is not UTF-8 text (byte {exc.start}); save the spec as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise SpecError(f"cannot read the sweep spec {str(p)!r}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{str(p)!r} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{str(p)!r} is nested too deeply to be a sweep spec") from None
 
 
 def _check_keys(data: Any, known: Sequence[str], required: Sequence[str]) -> None:
@@ -575,16 +632,13 @@ class SweepSpec:
         Raises
         ------
         SpecError
-            A missing file, invalid TOML, or any mistake :meth:`from_dict` finds.
+            A missing file or one that is not a regular file, text that is not UTF-8,
+            invalid TOML (each naming the file), an ``inject`` interval that holds none
+            of the budgets, or any mistake :meth:`from_dict` finds.
         """
-        p = Path(path)
-        if not p.is_file():
-            raise SpecError(f"no sweep spec at {str(p)!r}")
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"{str(p)!r} is not valid TOML: {exc}") from None
-        return cls.from_dict(data, check_available=check_available)
+        spec = cls.from_dict(_read_toml(Path(path)), check_available=check_available)
+        _inject_in_grid(spec)
+        return spec
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, check_available: bool = True) -> SweepSpec:

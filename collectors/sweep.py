@@ -323,9 +323,10 @@ def run_sweep(
     call = _Call(max_seconds, progress, compact, lock_wait_s)
     target = Path(run_dir)
     meta = _run_meta(spec, command, hygiene)
-    check_run_dir(spec, target)
+    check_run_dir(spec, target)  # before anything is created: a refused directory stays as it was
     target.mkdir(parents=True, exist_ok=True)
     with RunLock(target, lock_wait_s) as lock, Interrupts() as interrupts:
+        check_run_dir(spec, target)  # again under the lock: another writer may have begun
         remove_stale_temp_files(target)
         writer = RunWriter(target, meta)
         pending = dict.fromkeys(range(spec.sessions), spec)

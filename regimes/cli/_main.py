@@ -17,15 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from importlib import import_module
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from regimes.errors import RegimesInputError
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "main"]
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: the shell's status for SIGINT, as an interrupted sweep exits."""
 
 EXIT_STATUSES = (
     "exit status: 0 success; 1 analyze or compare found what --fail-on names; 2 input "
@@ -114,11 +117,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
-    try:
-        return int(args.handler(args) or 0)
-    except _RUN_ERRORS as exc:
-        print(f"regimes {args.command}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+    except KeyboardInterrupt:  # while the subcommands' modules import
+        print("regimes: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line
+        try:
+            return int(args.handler(args) or 0)
+        except _RUN_ERRORS as exc:
+            print(f"regimes {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print(f"regimes {args.command}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _warning_line(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """Print a warning as one line on stderr (no source line: the user runs no code)."""
+    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from regimes.data.schema import RegimesInputError, check_seed
 
 DETECT_OPTIONS = ("alpha", "min_ratio", "direction", "n_boot", "seed")
 """Detection options the commands pass on only when given (the others keep defaults)."""
+
+
+def add_skip_damaged(parser: argparse.ArgumentParser) -> None:
+    """Add ``--skip-damaged``: read the run without its damaged parts, naming each."""
+    parser.add_argument(
+        "--skip-damaged",
+        action="store_true",
+        help="leave out parts that cannot be read as written (truncated, changed bytes), "
+        "with a warning naming each, instead of refusing the run (on_damaged='skip')",
+    )
+
+
+def on_damaged(args: argparse.Namespace) -> Literal["raise", "skip"]:
+    """Return the ``on_damaged`` argument of :func:`regimes.read_run` the flags ask for."""
+    return "skip" if getattr(args, "skip_damaged", False) else "raise"
 
 
 def add_detection_options(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,9 @@ from regimes.cli._options import (
     EXIT_STATUS_EPILOG,
     add_detection_options,
     add_fail_on,
+    add_skip_damaged,
     detect_options,
+    on_damaged,
 )
 from regimes.data.schema import RegimesInputError
 
@@ -48,6 +50,7 @@ def register(subparsers: Any) -> None:
         "anomalies as CSV (default: table)",
     )
     add_fail_on(analyze, ("anomaly",), "anomaly")
+    add_skip_damaged(analyze)
     analyze.add_argument(
         "-o",
         "--outdir",
@@ -70,7 +73,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     from regimes.detect import detect_regimes
     from regimes.viz.html import headlines, result_summary
 
-    run = read_run(args.run)
+    run = read_run(args.run, on_damaged=on_damaged(args))
     result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **detect_options(args))
     if args.format == "json":
         sys.stdout.write(result.to_json() + "\n")

@@ -10,7 +10,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from regimes.cli._options import add_detection_options, detect_options
+from regimes.cli._options import (
+    add_detection_options,
+    add_skip_damaged,
+    detect_options,
+    on_damaged,
+)
 from regimes.data.schema import RegimesInputError
 
 __all__ = ["register", "run_report"]
@@ -54,6 +59,7 @@ def register(subparsers: Any) -> None:
         default=12,
         help="most groups drawn in the latency chart (default: 12)",
     )
+    add_skip_damaged(report)
     report.set_defaults(handler=run_report)
 
 
@@ -68,7 +74,7 @@ def run_report(args: argparse.Namespace) -> int:
         )
     if args.max_panels < 1:
         raise RegimesInputError(f"--max-panels must be at least 1, got {args.max_panels}")
-    run = read_run(args.run)
+    run = read_run(args.run, on_damaged=on_damaged(args))
     baseline = read_run(args.baseline) if args.baseline is not None else None
     report = build_report(
         run,
