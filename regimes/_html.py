@@ -53,6 +53,7 @@ _KEY_VALUE = _ENV.from_string(
 _VIEW = _ENV.from_string(
     """<div class='regimes-result'>
 <style>
+.regimes-result .table {overflow-x: auto; max-width: 100%}
 .regimes-result table {border-collapse: collapse; font-size: 0.9em; margin: 0.3em 0}
 .regimes-result th, .regimes-result td {padding: 0.15em 0.6em; text-align: left}
 .regimes-result .num {text-align: right; font-variant-numeric: tabular-nums}

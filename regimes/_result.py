@@ -242,11 +242,16 @@ class AnalysisResult:
     columns); ``None``: all of them."""
 
     def _lead_frame(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Return the first table, compact: group columns and :attr:`_lead_columns`."""
+        """Return the first table, compact, with :attr:`_lead_columns`.
+
+        Of the group columns only those that tell its rows apart are kept: the headlines
+        name every group in full.
+        """
         if self._lead_columns is None:
             return frame
-        groups = [str(c) for c in getattr(self, "group_columns", ())]
-        wanted = dict.fromkeys([*groups, *self._lead_columns])
+        groups = [str(c) for c in getattr(self, "group_columns", ()) if c in frame.columns]
+        varying = [c for c in groups if frame.get_column(c).n_unique() > 1]
+        wanted = dict.fromkeys([*varying, *self._lead_columns])
         return frame.select([c for c in wanted if c in frame.columns])
 
     def _headlines(self) -> list[str]:

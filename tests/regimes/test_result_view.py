@@ -36,6 +36,8 @@ def test_a_detection_reads_like_the_command_line_then_its_details(spiky):
     # the compact anomaly table: its interval, ratio with CI, q and kind, not every column
     assert "<h5>anomalies</h5>" in visible and ">q_value</th>" in visible
     assert ">p_value</th>" not in visible and ">n_points</th>" not in visible
+    # of the group columns only the one that tells the anomalies apart
+    assert ">model</th>" in visible and ">backend</th>" not in visible
     assert "<img alt='latency" in visible and "data:image/svg+xml;base64," in visible
     folded = re.findall(r"<details><summary>(\w+) \((\d+) row\(s\)\)</summary>", page)
     assert [name for name, _ in folded] == ["change_points", "curve", "groups", "params"]
