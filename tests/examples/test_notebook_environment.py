@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the tomli backport, as pyproject.toml names it
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 
