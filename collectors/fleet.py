@@ -39,6 +39,7 @@ import polars as pl
 
 from regimes.data.io import RunWriter, read_run
 
+from ._fleet.address import check_scheduler
 from ._fleet.client import FleetRun
 from ._fleet.hosts import (
     FleetError,
@@ -62,6 +63,9 @@ __all__ = ["FleetError", "Host", "probe_fleet", "run_fleet_sweep"]
 
 def _connect(cluster: str, timeout_s: float) -> Any:
     from distributed import Client
+
+    # A plain socket first: Client() at a wrong address can hang past its timeout.
+    check_scheduler(cluster, timeout_s)
 
     try:
         return Client(cluster, timeout=f"{timeout_s}s", set_as_default=False)
