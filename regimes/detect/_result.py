@@ -94,11 +94,19 @@ class RegimeResult(AnalysisResult):
 
         return detection_note(self, self.source)
 
+    @cached_property
+    def _label_columns(self) -> list[str]:
+        """The group columns that tell this call's groups apart, found once.
+
+        Counting distinct values per labelled row made ``summary()`` quadratic in the
+        number of groups (100,000 groups took longer than their detection).
+        """
+        varying = [c for c in self.group_columns if self.groups.get_column(c).n_unique() > 1]
+        return varying or [c for c in ("model",) if c in self.group_columns]
+
     def _label(self, row: dict[str, Any]) -> str:
         """Label a group by the columns that tell this call's groups apart."""
-        varying = [c for c in self.group_columns if self.groups.get_column(c).n_unique() > 1]
-        shown = varying or [c for c in ("model",) if c in self.group_columns]
-        return ", ".join(f"{c}={row[c]}" for c in shown) or "all rows"
+        return ", ".join(f"{c}={row[c]}" for c in self._label_columns) or "all rows"
 
     def _header(self) -> list[str]:
         p = self.params
