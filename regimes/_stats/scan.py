@@ -287,28 +287,44 @@ def _final(levels: np.ndarray, g: _Grid, chosen: np.ndarray) -> tuple[np.ndarray
     return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend
 
 
-def _fit_one(levels: np.ndarray, grids: list[_Grid], h: float, kmax: int, u: np.ndarray) -> RowFit:
-    """Fit every row: smoother by GCV, selection, smoother again, selection again."""
-    which = np.argmin(np.stack([_gcv(levels, g, None) for g in grids]), axis=0)
+def _choose(levels: np.ndarray, grids: list[_Grid], chosen: np.ndarray | None) -> np.ndarray:
+    """Return the smoother of each row with the smallest cross-validation score."""
+    return np.argmin(np.stack([_gcv(levels, g, chosen) for g in grids]), axis=0)
+
+
+def _select_all(
+    levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int
+) -> np.ndarray:
     chosen = np.full((levels.shape[0], kmax), -1)
-    for rounds in range(2):
-        for w, g in enumerate(grids):
-            rows = which == w
-            if rows.any():
-                chosen[rows] = _select(levels[rows], g, h * h, kmax)
-        if rounds == 1 or not (chosen >= 0).any():
-            break
-        which = np.argmin(np.stack([_gcv(levels, g, chosen) for g in grids]), axis=0)
-    out = [np.empty(0)] * 5
-    results = [np.full((levels.shape[0], kmax), np.nan), np.full((levels.shape[0], kmax), np.nan)]
-    sigma, df, trend = np.empty(levels.shape[0]), np.empty(levels.shape[0]), np.empty(levels.shape)
     for w, g in enumerate(grids):
         rows = which == w
         if rows.any():
-            out = list(_final(levels[rows], g, chosen[rows]))
-            results[0][rows], results[1][rows] = out[0], out[1]
-            sigma[rows], df[rows], trend[rows] = out[2], out[3], out[4]
-    return RowFit(chosen, results[0], results[1], sigma, df, which, trend)
+            chosen[rows] = _select(levels[rows], g, h * h, kmax)
+    return chosen
+
+
+def _fit_one(levels: np.ndarray, grids: list[_Grid], h: float, kmax: int) -> RowFit:
+    """Fit every row: smoother by GCV, selection, smoother again, selection again.
+
+    The second round runs only on rows where the first selected something: elsewhere
+    it would repeat the first.
+    """
+    k_rows = levels.shape[0]
+    which = _choose(levels, grids, None)
+    chosen = _select_all(levels, grids, which, h, kmax)
+    again = (chosen >= 0).any(axis=1)
+    if again.any():
+        which[again] = _choose(levels[again], grids, chosen[again])
+        chosen[again] = _select_all(levels[again], grids, which[again], h, kmax)
+    delta, se_unit = np.full((k_rows, kmax), np.nan), np.full((k_rows, kmax), np.nan)
+    sigma, df, trend = np.empty(k_rows), np.empty(k_rows), np.empty(levels.shape)
+    for w, g in enumerate(grids):
+        rows = which == w
+        if rows.any():
+            delta[rows], se_unit[rows], sigma[rows], df[rows], trend[rows] = _final(
+                levels[rows], g, chosen[rows]
+            )
+    return RowFit(chosen, delta, se_unit, sigma, df, which, trend)
 
 
 def fit_rows(levels: np.ndarray, sm: Smoother, h: float, kmax: int) -> RowFit:
@@ -333,8 +349,7 @@ def fit_rows(levels: np.ndarray, sm: Smoother, h: float, kmax: int) -> RowFit:
     grids = [_grid(a, intervals) for a in sm.residual]
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
     parts = [
-        _fit_one(levels[i : i + chunk], grids, h, kmax, sm.u)
-        for i in range(0, levels.shape[0], chunk)
+        _fit_one(levels[i : i + chunk], grids, h, kmax) for i in range(0, levels.shape[0], chunk)
     ]
     return RowFit(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 

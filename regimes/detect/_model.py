@@ -37,6 +37,7 @@ from regimes._stats.scan import (
     selection_threshold,
 )
 from regimes._stats.smoother import Smoother, smoother_for
+from regimes.detect._trials import Pools
 
 __all__ = ["KMAX", "SENSITIVITY_WIDTHS", "CurveInput", "CurveModel", "Regime", "fit_grid"]
 
@@ -54,15 +55,15 @@ _EXACT_COUNT = 10
 class CurveInput(NamedTuple):
     """One curve's cells and what its bootstrap resamples.
 
-    ``level``: cell levels; ``n``: trials per cell; ``pool``: the curve's trial
-    residuals within (cell, process); ``seed``: its own seed sequence entropy.
+    ``level``: cell levels; ``n``: trials per cell; ``pools``: the curve's residuals
+    (:class:`regimes.detect._trials.Pools`); ``seed``: its own seed sequence entropy.
     """
 
     curve: int
     u: np.ndarray
     level: np.ndarray
     n: np.ndarray
-    pool: np.ndarray
+    pools: Pools
     seed: tuple[int, ...]
 
 
@@ -178,17 +179,34 @@ def _tail_p(value: float, maxima: np.ndarray) -> float:
 
 
 def _noise_draws(c: CurveInput, b: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Cell medians of resampled trials, centred per cell ``(b, T)``, and their variances."""
-    t = c.n.size
-    if c.pool.size < 2:
+    """Cell medians of resampled processes and trials, centred per cell ``(b, T)``.
+
+    Each of the cell's processes draws a deviation from the curve's process residuals,
+    each of its trials a residual from the trial residuals; the cell level is the
+    median of its trials, as for the data. Returns the medians and their variances.
+    """
+    t, p = c.n.size, c.pools
+    if p.trials.size < 2 and p.blocks.size < 2:
         return np.zeros((b, t)), np.zeros(t)
-    width = int(c.n.max())
-    draws = c.pool[rng.integers(0, c.pool.size, size=(b, t, width))]
-    draws = np.where(np.arange(width)[None, None, :] < c.n[None, :, None], draws, np.inf)
-    draws.sort(axis=2)
-    lo = np.take_along_axis(draws, ((c.n - 1) // 2)[None, :, None].repeat(b, 0), axis=2)
-    hi = np.take_along_axis(draws, (c.n // 2)[None, :, None].repeat(b, 0), axis=2)
-    medians = 0.5 * (lo[..., 0] + hi[..., 0])
+    sizes = p.block_size
+    total = int(sizes.sum())
+    values = np.zeros((b, total))
+    if p.trials.size >= 2:
+        values += p.trials[rng.integers(0, p.trials.size, size=(b, total))]
+    if p.blocks.size >= 2:
+        effect = p.blocks[rng.integers(0, p.blocks.size, size=(b, sizes.size))]
+        values += np.repeat(effect, sizes, axis=1)
+    cell_of = np.repeat(p.block_cell, sizes)
+    width = int(np.bincount(cell_of, minlength=t).max())
+    first = np.searchsorted(cell_of, np.arange(t))
+    slot = np.arange(total) - first[cell_of]
+    grid = np.full((b, t, width), np.inf)
+    grid[:, cell_of, slot] = values
+    grid.sort(axis=2)
+    n = np.bincount(cell_of, minlength=t)
+    lo = grid[:, np.arange(t), (n - 1) // 2]
+    hi = grid[:, np.arange(t), n // 2]
+    medians = 0.5 * (lo + hi)
     medians -= medians.mean(axis=0, keepdims=True)
     return medians, medians.var(axis=0)
 
@@ -317,7 +335,8 @@ def _resample(
 
 def _within(c: CurveInput) -> float:
     """Return the trials' standard deviation within processes (0 without replicates)."""
-    return float(np.sqrt(np.mean(c.pool**2))) if c.pool.size else 0.0
+    trials = c.pools.trials
+    return float(np.sqrt(np.mean(trials**2))) if trials.size else 0.0
 
 
 def _between(c: CurveInput, sigma: float) -> float:
@@ -374,44 +393,64 @@ def fit_grid(
         In the order of ``curves``.
     """
     sm = smoother_for(curves[0].u)
-    t = sm.size
     o = _Options(
-        direction, float(np.log(min_ratio)), alpha, level, n_boot, selection_threshold(t, penalty)
+        direction,
+        float(np.log(min_ratio)),
+        alpha,
+        level,
+        n_boot,
+        selection_threshold(sm.size, penalty),
     )
     levels = np.stack([c.level for c in curves])
     fit = fit_rows(levels, sm, o.h, KMAX)
     noise = np.maximum(fit.sigma, difference_scale(sm.u, levels))
     rows = [i for i in range(len(curves)) if (fit.chosen[i] >= 0).any()]
     boot = _resample(curves, fit, rows, sm, o) if rows else fit
-    gauss = _gaussian_maxima(sm, o, seed)
+    gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
     models = []
     for i, c in enumerate(curves):
-        regimes, shift = _regimes_of(fit, i, t)
-        sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
-        tested: list[Regime] = []
-        tau = _between(c, sigma)
+        draws = None
         if i in rows:
-            k = rows.index(i)
-            null = _slice(boot, 2 * k * n_boot, (2 * k + 1) * n_boot)
-            model = _slice(boot, (2 * k + 1) * n_boot, (2 * k + 2) * n_boot)
-            maxima = _row_maxima(null, t, o)
-            tested = _tested_regimes(regimes, maxima, model, t, df, o)
-            q = _threshold(maxima[0], alpha)
-        else:
-            q = _threshold(_scaled_maxima(gauss, float(noise[i]), o), alpha)
-        detectable = _detectable(sm, which, float(noise[i]), df, q, o)
-        models.append(
-            CurveModel(
-                c.curve,
-                fit.trend[i] + shift,
-                sigma,
-                _within(c),
-                df,
-                float(sm.edf[which]),
-                tau,
-                tested,
-                i in rows,
-                detectable,
+            k, b = rows.index(i), n_boot
+            draws = (
+                _slice(boot, 2 * k * b, (2 * k + 1) * b),
+                _slice(boot, (2 * k + 1) * b, (2 * k + 2) * b),
             )
-        )
+        models.append(_curve_model(c, fit, i, sm, float(noise[i]), draws, gauss, o))
     return models
+
+
+def _curve_model(
+    c: CurveInput,
+    fit: RowFit,
+    i: int,
+    sm: Smoother,
+    noise: float,
+    draws: tuple[RowFit, RowFit] | None,
+    gauss: tuple[np.ndarray, np.ndarray] | None,
+    o: _Options,
+) -> CurveModel:
+    """One curve's model: its regimes tested on its draws (null, model), its sensitivity."""
+    t = sm.size
+    regimes, shift = _regimes_of(fit, i, t)
+    sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
+    tested: list[Regime] = []
+    if draws is not None:
+        maxima = _row_maxima(draws[0], t, o)
+        tested = _tested_regimes(regimes, maxima, draws[1], t, df, o)
+        q = _threshold(maxima[0], o.alpha)
+    else:
+        assert gauss is not None
+        q = _threshold(_scaled_maxima(gauss, noise, o), o.alpha)
+    return CurveModel(
+        curve=c.curve,
+        trend=fit.trend[i] + shift,
+        sigma=sigma,
+        sigma_within=_within(c),
+        df=df,
+        edf=float(sm.edf[which]),
+        tau=_between(c, sigma),
+        regimes=tested,
+        resampled=draws is not None,
+        detectable=_detectable(sm, which, noise, df, q, o),
+    )

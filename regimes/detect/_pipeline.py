@@ -118,7 +118,7 @@ def _curve_inputs(
                 u,
                 part.get_column("level").to_numpy(),
                 part.get_column("n").to_numpy().astype(np.int64),
-                pools.get(curve, np.zeros(0)),
+                pools[curve],
                 entropy,
             )
         )

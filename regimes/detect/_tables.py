@@ -184,7 +184,7 @@ def _change_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Dat
             q = d.change_q[(m.curve, k)]
             sides = [(r.start, r.bounds[0], r.bounds[1])] if r.start > 0 else []
             if r.end < t - 1:
-                sides.append((r.end + 1, r.bounds[2] + 1, min(r.bounds[3] + 1, t - 1)))
+                sides.append((r.end + 1, min(r.bounds[2] + 1, t - 1), min(r.bounds[3] + 1, t - 1)))
             for after, low, high in sides:
                 jump = f[after] - f[after - 1]
                 half = float(stats.t.ppf((1 + level) / 2, m.df)) * r.se

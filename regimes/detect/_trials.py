@@ -25,7 +25,14 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-__all__ = ["FIRST_TRIAL_LEVEL", "Adjusted", "adjust_trials"]
+__all__ = [
+    "FIRST_TRIAL_LEVEL",
+    "Adjusted",
+    "Pools",
+    "adjust_trials",
+    "cell_arrays",
+    "residual_pools",
+]
 
 FIRST_TRIAL_LEVEL = 0.01
 """Sign-test level at which the first trials of a curve's processes are left out."""
@@ -175,21 +182,103 @@ def cell_arrays(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def residual_pools(frame: pl.DataFrame) -> dict[int, np.ndarray]:
-    r"""Each curve's trial residuals within (cell, process), for resampling.
+class Pools(NamedTuple):
+    """What one curve's bootstrap resamples, sorted so that row order cannot matter.
 
-    Deviations from the block mean, scaled by :math:`\sqrt{n/(n-1)}` so that their
-    variance is the trials' own; blocks of one trial have none.
+    ``trials``: trial residuals within (cell, process); ``blocks``: each process's
+    deviation from the other processes in its cell (cells measured in two or more);
+    ``block_cell`` and ``block_size``: the curve's processes per cell, in cell order.
+    """
+
+    trials: np.ndarray
+    blocks: np.ndarray
+    block_cell: np.ndarray
+    block_size: np.ndarray
+
+
+def _leave_one_out(means: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each value less the median of the others of its cell (cells of ``sizes`` values).
+
+    ``means`` holds each cell's values contiguously; cells of one value get NaN.
+    """
+    out = np.full(means.size, np.nan)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    for s in np.unique(sizes[sizes > 1]):
+        cells = starts[sizes == s][:, None] + np.arange(s)
+        values = means[cells]
+        keep = ~np.eye(s, dtype=bool)
+        others = np.stack([values[:, keep[i]] for i in range(s)], axis=1)
+        out[cells] = values - np.median(others, axis=2)
+    return out
+
+
+BLOCK_EVENT_Z = 3.0
+"""A process deviates from the others of its cell, beyond its trials' noise, when its
+mean is this many standard errors from their median."""
+
+
+def _block_events(blocks: pl.DataFrame, sigma: dict[int, float]) -> np.ndarray:
+    """Each block's deviation where it stands out of its trials' noise, else 0.
+
+    A block mean carries its trials' noise; drawn again with fresh trials on top, every
+    deviation would count that noise twice. Only deviations beyond
+    :data:`BLOCK_EVENT_Z` standard errors (its own trials and the rest of its cell's)
+    are kept as what they are: a process that ran slower than the others.
+    """
+    per_cell = (
+        blocks.group_by(_CELL, maintain_order=True).len().get_column("len").to_numpy()
+    ).astype(np.int64)
+    d = _leave_one_out(blocks.get_column("_m").to_numpy(), per_cell)
+    size = blocks.get_column("_size").to_numpy().astype(float)
+    cell_total = np.repeat(np.add.reduceat(size, np.r_[0, np.cumsum(per_cell)[:-1]]), per_cell)
+    s = np.array([sigma.get(int(c), 0.0) for c in blocks.get_column("_curve").to_numpy()])
+    se = s * np.sqrt(1.0 / size + 1.0 / np.maximum(cell_total - size, 1.0))
+    return np.where(np.abs(d) > BLOCK_EVENT_Z * se, d, np.where(np.isnan(d), np.nan, 0.0))
+
+
+def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
+    r"""Each curve's residuals at the two levels of its design, for resampling.
+
+    Trial deviations from their block (cell, process) mean, scaled by
+    :math:`\sqrt{n/(n-1)}` so that their variance is the trials' own (blocks of one
+    trial have none); and, for cells measured in two processes or more, each block
+    mean's deviation from the median of the other blocks of its cell where it stands
+    out of the trials' noise (:func:`_block_events`; sessions first, then trials).
+    Unscaled, the deviation of one slow process among two keeps the whole of the
+    difference, where a deviation from their mean would halve it.
     """
     n = pl.len().over(_BLOCK)
     dev = (pl.col("_adj") - pl.col("_adj").mean().over(_BLOCK)) * (n / (n - 1)).sqrt()
-    pooled = (
+    trials = (
         frame.with_columns(dev.alias("_r"), n.alias("_n"))
         .filter(pl.col("_n") > 1)
         .group_by("_curve")
-        .agg(pl.col("_r"))
+        .agg(pl.col("_r").sort())
     )
-    return {
-        int(c): np.asarray(r, dtype=float)
-        for c, r in zip(pooled.get_column("_curve"), pooled.get_column("_r"), strict=True)
-    }
+    found = dict(
+        zip(trials.get_column("_curve").to_list(), trials.get_column("_r").to_list(), strict=True)
+    )
+    sigma = {int(c): float(np.sqrt(np.mean(np.square(r)))) for c, r in found.items() if r}
+    blocks = (
+        frame.group_by(_BLOCK)
+        .agg(pl.col("_adj").mean().alias("_m"), pl.len().alias("_size"))
+        .sort(["_curve", "_x", "_size", "_m"])
+    )
+    blocks = (
+        blocks.with_columns(pl.Series("_d", _block_events(blocks, sigma)))
+        .group_by("_curve", maintain_order=True)
+        .agg(
+            pl.col("_d").drop_nans().sort(),
+            pl.col("_x").rank("dense").cast(pl.Int64) - 1,
+            pl.col("_size").cast(pl.Int64),
+        )
+    )
+    out = {}
+    for curve, d, cell, size in blocks.iter_rows():
+        out[int(curve)] = Pools(
+            np.asarray(found.get(curve, []), dtype=float),
+            np.asarray(d, dtype=float),
+            np.asarray(cell, dtype=np.int64),
+            np.asarray(size, dtype=np.int64),
+        )
+    return out

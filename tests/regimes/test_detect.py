@@ -124,6 +124,8 @@ def test_report_columns_follow_the_design() -> None:
         "p_value",
         "q_value",
         "significant",
+        "after_low",
+        "after_high",
     } <= set(rep.change_points.columns)
     assert rep.anomalies.columns == [
         *groups,
@@ -139,7 +141,12 @@ def test_report_columns_follow_the_design() -> None:
         "kind",
         "n_points",
         "caveat",
+        "start_low",
+        "start_high",
+        "end_low",
+        "end_high",
     ]
+    assert set(rep.sensitivity.columns) >= {*groups, "width", "detectable_ratio", "status"}
     assert rep.params["alpha"] == 0.05 and rep.groups.height == 1
     text = rep.summary()
     assert "512..624" in text and "Regime detection" in text and "496|512" in text

@@ -68,7 +68,7 @@ def test_some_single_trial_cells_are_dropped_with_a_warning(trials: pl.DataFrame
 
 
 def test_a_single_budget_is_an_error(trials: pl.DataFrame) -> None:
-    with pytest.raises(RegimesInputError, match="fewer than 3 distinct budget"):
+    with pytest.raises(RegimesInputError, match="fewer than 4 distinct budget"):
         detect_regimes(trials.filter(pl.col("budget") == 512))
 
 
@@ -78,9 +78,9 @@ def test_a_short_group_is_kept_without_trend_and_warned(trials: pl.DataFrame) ->
         rep = detect_regimes(pl.concat([trials, short]))
     assert rep.anomalies["model"].to_list() == ["gpt2-medium"]
     note = rep.groups.filter(pl.col("model") == "short")["note"][0]
-    assert "at least 3" in note and "at least 3" in rep.summary()
+    assert "at least 4" in note and "at least 4" in rep.summary()
     assert rep.untested["model"].to_list() == ["short"]
-    assert "at least 3" in rep.untested["reason"][0] and "not testable here" in rep.status
+    assert "at least 4" in rep.untested["reason"][0] and "not testable here" in rep.status
     cells = rep.curve.filter(pl.col("model") == "short")
     assert cells.height == 2  # the cells stay, with their medians and intervals
     assert cells["baseline"].is_nan().all() and cells["median"].is_finite().all()
