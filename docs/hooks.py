@@ -1,12 +1,17 @@
-"""mkdocs hook: write the command-line reference from the ``regimes`` command's own help.
+"""mkdocs hooks: pages written from the code's own output, so they cannot fall behind.
 
-A page holding the line ``<!-- cli-reference -->`` gets, in its place, the output of
-``regimes --help`` and of ``regimes COMMAND --help`` for every command that the top-level
-help lists, so the page cannot fall behind the code.
+- A page holding the line ``<!-- cli-reference -->`` gets, in its place, the output of
+  ``regimes --help`` and of ``regimes COMMAND --help`` for every command that the
+  top-level help lists.
+- A page holding ``<!-- validation-tables -->`` gets the tables of the benchmark results
+  that ``bench/`` wrote under ``bench/results/`` (``trust.json``, and beside it the
+  saved run of the code before the current model, ``trust-before.json``): no figure on
+  it is typed by hand.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,6 +19,10 @@ import sys
 from typing import Any
 
 MARKER = "<!-- cli-reference -->"
+VALIDATION = "<!-- validation-tables -->"
+_RESULTS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results"
+)
 _COMMAND = re.compile(r"^    ([a-z][a-z0-9-]*)\s", re.MULTILINE)
 
 
@@ -40,8 +49,51 @@ def _reference() -> str:
     return "\n".join(parts)
 
 
+def _load(name: str) -> dict[str, Any] | None:
+    path = os.path.join(_RESULTS, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        loaded: dict[str, Any] = json.load(handle)
+    return loaded
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None or row.get("value") is None:
+        return "-"
+    value = f"{row['value']:.3f}" if isinstance(row["value"], float) else str(row["value"])
+    if row.get("low") is not None and row.get("high") is not None:
+        value += f" ({row['low']:.3f}-{row['high']:.3f})"
+    return value
+
+
+def _validation() -> str:
+    now, before = _load("trust.json"), _load("trust-before.json")
+    if now is None:
+        raise RuntimeError("bench/results/trust.json is missing: run python bench/trust.py")
+    old = {(r["family"], r["variant"], r["metric"]): r for r in (before or {}).get("rows", [])}
+    meta = now.get("meta", {})
+    lines = [
+        f"`python bench/trust.py --curves {meta.get('curves')} --seed {meta.get('seed')}` "
+        f"(alpha {meta.get('alpha')}, min_ratio {meta.get('min_ratio')}), code at "
+        f"{meta.get('commit')}, {meta.get('seconds', 0):.0f} s.",
+        "",
+        "| family | variant | metric | n | this version (95 % CI) | the rule-based detection |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in now["rows"]:
+        key = (r["family"], r["variant"], r["metric"])
+        lines.append(
+            f"| {r['family']} | {r['variant']} | {r['metric']} | {r.get('n', '')} "
+            f"| {_cell(r)} | {_cell(old.get(key))} |"
+        )
+    return "\n".join(lines)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    """Replace the marker line with the generated reference."""
-    if MARKER not in markdown:
-        return markdown
-    return markdown.replace(MARKER, _reference())
+    """Replace each marker line with what it stands for."""
+    if MARKER in markdown:
+        markdown = markdown.replace(MARKER, _reference())
+    if VALIDATION in markdown:
+        markdown = markdown.replace(VALIDATION, _validation())
+    return markdown
