@@ -272,16 +272,14 @@ class AnalysisResult:
         """Return the chart as base64 SVG with its description; ``("", "")`` if none."""
         import base64
 
-        import vl_convert as vlc
-
         from regimes.errors import RegimesInputError
-        from regimes.viz._save import vegalite_version
+        from regimes.viz._save import static_svg
 
         try:
             spec = self.chart().to_dict()
         except RegimesInputError:  # no chart for this result, or one it cannot draw
             return "", ""
-        svg = vlc.vegalite_to_svg(spec, vl_version=vegalite_version())
+        svg = static_svg(spec)
         encoded = base64.b64encode(svg.encode("utf-8")).decode("ascii")
         return encoded, str(spec.get("description", self._title))
 

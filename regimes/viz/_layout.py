@@ -115,6 +115,10 @@ def interval_layers(x: str, what: str, height: int, label_at_top: bool) -> list[
     return [shade, label]
 
 
+ZOOM_HINT = "overview: drag across it to zoom the panels above; double-click to reset"
+"""The strip's title in an interactive chart; pictures (PNG, SVG) leave it out."""
+
+
 @dataclass(frozen=True)
 class Strip:
     """What the overview strip under the panels draws: one line per group.
@@ -132,7 +136,7 @@ def _overview_strip(strip: Strip, x: str, panels: Panels) -> alt.Chart:
     """Draw the thin strip that carries the x brush, from the chart's long table."""
     brush = alt.selection_interval(name=BRUSH, encodings=["x"], empty=True)
     hint = alt.TitleParams(
-        "overview: drag across it to zoom the panels above; double-click to reset",
+        ZOOM_HINT,
         anchor="start",
         fontSize=11,
         fontWeight="normal",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 
 from regimes.errors import RegimesInputError
+from regimes.viz._layout import ZOOM_HINT
 
 _WRITERS = (".html", ".png", ".svg", ".json")
 
@@ -80,14 +82,40 @@ def save(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 2.0) -> P
     return target
 
 
+def static_spec(spec: Any) -> Any:
+    """Return ``spec`` for a picture: without the zoom hint, since a PNG cannot be dragged.
+
+    Examples
+    --------
+    >>> static_spec({"vconcat": [{"title": {"text": ZOOM_HINT}, "mark": "line"}]})
+    {'vconcat': [{'mark': 'line'}]}
+    """
+    if isinstance(spec, dict):
+        return {
+            key: static_spec(value)
+            for key, value in spec.items()
+            if not (key == "title" and isinstance(value, dict) and value.get("text") == ZOOM_HINT)
+        }
+    if isinstance(spec, list):
+        return [static_spec(value) for value in spec]
+    return spec
+
+
+def static_svg(spec: dict) -> str:
+    """Render a chart's spec as an SVG picture (offline, without the zoom hint)."""
+    import vl_convert as vlc
+
+    return str(vlc.vegalite_to_svg(static_spec(spec), vl_version=vegalite_version()))
+
+
 def _render(spec: dict, suffix: str, scale: float) -> bytes | str:
     import vl_convert as vlc
 
     version = vegalite_version()
     if suffix == ".png":
-        return bytes(vlc.vegalite_to_png(spec, vl_version=version, scale=scale))
+        return bytes(vlc.vegalite_to_png(static_spec(spec), vl_version=version, scale=scale))
     if suffix == ".svg":
-        return str(vlc.vegalite_to_svg(spec, vl_version=version))
+        return static_svg(spec)
     if suffix == ".html":
         return str(vlc.vegalite_to_html(spec, vl_version=version, bundle=True))
     return json.dumps(spec, indent=1)
@@ -103,7 +131,8 @@ def _vegalite_and_png(spec: dict, **metadata: object) -> dict[str, object]:
     import vl_convert as vlc
 
     major = alt.SCHEMA_VERSION.lstrip("v").split(".", 1)[0]
-    png = vlc.vegalite_to_png(spec, vl_version=vegalite_version(), scale=1.0)
+    # the PNG stands in where the chart cannot be dragged (GitHub's preview)
+    png = vlc.vegalite_to_png(static_spec(spec), vl_version=vegalite_version(), scale=1.0)
     return {
         f"application/vnd.vegalite.v{major}+json": spec,
         "image/png": base64.b64encode(png).decode("ascii"),
