@@ -216,8 +216,9 @@ def _draws(c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options) -> n
 
     The cell medians of the curve's own trial residuals, resampled, plus a normal
     between-cell term for the noise they leave unexplained: the larger of the fitted
-    model's residual scale and the difference-based scale of the levels (a cell that
-    selection fitted as a regime cannot shrink the noise its draws are made with).
+    model's residual scale and the difference-based scale of the detrended levels (a
+    cell that selection fitted as a regime cannot shrink the noise its draws are made
+    with).
     """
     rng = np.random.default_rng(np.random.SeedSequence(c.seed))
     medians, var = _noise_draws(c, 2 * o.n_boot, rng)
@@ -324,7 +325,8 @@ def _resample(
 ) -> RowFit:
     """Fit ``n_boot`` null draws and ``n_boot`` model draws of each curve in ``rows``."""
     t = sm.size
-    scale = difference_scale(sm.u, np.stack([curves[i].level for i in rows]))
+    levels = np.stack([curves[i].level for i in rows])
+    scale = difference_scale(sm.u, levels - fit.trend[rows])
     stacked = []
     for k, i in enumerate(rows):
         noise = _draws(curves[i], fit, i, float(scale[k]), o)
@@ -402,10 +404,17 @@ def fit_grid(
         selection_threshold(sm.size, penalty),
     )
     levels = np.stack([c.level for c in curves])
-    fit = fit_rows(levels, sm, o.h, KMAX)
-    noise = np.maximum(fit.sigma, difference_scale(sm.u, levels))
-    rows = [i for i in range(len(curves)) if (fit.chosen[i] >= 0).any()]
-    boot = _resample(curves, fit, rows, sm, o) if rows else fit
+    raw = fit_rows(levels, sm, o.h, KMAX)
+    sampling = np.array([_sampling(c) for c in curves])
+    fit = _moderated(raw, sampling)
+    # differences of the detrended levels: a bent trend would inflate those of the levels
+    noise = np.maximum(raw.sigma, difference_scale(sm.u, levels - raw.trend))
+    rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
+    boot = raw
+    if rows:
+        boot = _moderated(
+            _resample(curves, raw, rows, sm, o), np.repeat(sampling[rows], 2 * n_boot)
+        )
     gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
     models = []
     for i, c in enumerate(curves):
@@ -416,8 +425,34 @@ def fit_grid(
                 _slice(boot, 2 * k * b, (2 * k + 1) * b),
                 _slice(boot, (2 * k + 1) * b, (2 * k + 2) * b),
             )
-        models.append(_curve_model(c, fit, i, sm, float(noise[i]), draws, gauss, o))
+        model = _curve_model(c, fit, i, sm, float(noise[i]), draws, gauss, o)
+        models.append(
+            model._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
+        )
     return models
+
+
+PRIOR_DF = 4.0
+"""Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
+
+
+def _sampling(c: CurveInput) -> float:
+    """Return the cells' mean sampling variance from their trials (a level's noise floor)."""
+    return float(np.mean(median_variance_factor(c.n) * _within(c) ** 2 / c.n))
+
+
+def _moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
+    """Moderate each row's residual variance towards its cells' sampling variance.
+
+    On a short grid the residual variance rests on a few degrees of freedom; the
+    trials' own noise, estimated from many, is a floor the cells' noise cannot go under.
+    The two are pooled as limma pools a variance with its prior (Smyth, 2004): with
+    :data:`PRIOR_DF` degrees of freedom for the sampling variance. Where processes add
+    noise beyond the trials, the pooled value is too small, and the bootstrap, which
+    pools every draw the same way, carries that into the p-values.
+    """
+    pooled = (PRIOR_DF * sampling + fit.df * fit.sigma**2) / (PRIOR_DF + fit.df)
+    return fit._replace(sigma=np.sqrt(pooled), df=fit.df + PRIOR_DF)
 
 
 def _curve_model(

@@ -8,8 +8,9 @@ Per curve, on the log of ``y`` (docs/method.md, section 1):
   over the processes at level :data:`FIRST_TRIAL_LEVEL`), every first trial of the
   curve is left out;
 - **drift in the execution order**: the slope of log ``y`` on ``order`` within each
-  (cell, process), pooled over the curve (a within estimator: cells and processes
-  absorb everything but the drift), removed;
+  cell, pooled over the curve (a within estimator: the cells absorb the budget),
+  removed where it is significant and seen over a good part of the sweep
+  (:data:`DRIFT_Z`, :data:`DRIFT_REACH`);
 - **session effects**: a process that spans at least three cells gets an offset (the
   median over its cells of its median minus the cell's median of process medians),
   removed.
@@ -89,29 +90,47 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     return kept.drop("_first"), table
 
 
+DRIFT_Z = 3.0
+"""A drift is removed when its slope is this many standard errors from 0 ..."""
+
+DRIFT_REACH = 0.1
+""" ... and a cell's trials span at least this share of the sweep's order (median over
+cells): a slope seen only within runs of consecutive trials is local (a process warming
+up), and no ground for extrapolating over the sweep."""
+
+
 def _drift(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Remove each curve's pooled within-(cell, process) slope on ``order``."""
+    """Remove each curve's pooled within-cell slope on ``order``, where it is a drift."""
     o = pl.col("order").cast(pl.Float64)
     centred = frame.with_columns(
-        (o - o.mean().over(_BLOCK)).alias("_oc"),
-        (pl.col("_ly") - pl.col("_ly").mean().over(_BLOCK)).alias("_yc"),
+        (o - o.mean().over(_CELL)).alias("_oc"),
+        (pl.col("_ly") - pl.col("_ly").mean().over(_CELL)).alias("_yc"),
+        ((o.max() - o.min()).over(_CELL)).alias("_reach"),
     )
     # a hiccup far out would steer a least-squares slope: clip at four robust SDs
     scale = 4.0 * 1.4826 * pl.col("_yc").abs().median().over("_curve")
     centred = centred.with_columns(pl.col("_yc").clip(-scale, scale))
-    slopes = centred.group_by("_curve").agg(
+    fit = centred.group_by("_curve").agg(
         ((pl.col("_oc") * pl.col("_yc")).sum() / (pl.col("_oc") ** 2).sum()).alias("_slope"),
+        (pl.col("_oc") ** 2).sum().alias("_sxx"),
+        (pl.col("_yc") ** 2).sum().alias("_syy"),
+        (pl.len() - pl.col("_x").n_unique() - 1).alias("_dof"),
         (o.max() - o.min()).alias("_span"),
         o.mean().alias("_omean"),
+        pl.col("_reach").median().alias("_reach"),
     )
-    slopes = slopes.with_columns(
-        pl.when(pl.col("_slope").is_finite()).then("_slope").otherwise(0.0).alias("_slope")
+    residual = (pl.col("_syy") - pl.col("_slope") ** 2 * pl.col("_sxx")) / pl.col("_dof")
+    z = pl.col("_slope") / (residual / pl.col("_sxx")).sqrt()
+    drifts = (z.abs() > DRIFT_Z) & (pl.col("_reach") >= DRIFT_REACH * pl.col("_span"))
+    fit = fit.with_columns(
+        pl.when(drifts & pl.col("_slope").is_finite()).then("_slope").otherwise(0.0).alias("_slope")
     )
-    adjusted = centred.join(slopes, on="_curve", how="left").with_columns(
+    adjusted = frame.join(fit.select("_curve", "_slope", "_omean"), on="_curve", how="left")
+    adjusted = adjusted.with_columns(
         (pl.col("_ly") - pl.col("_slope") * (o - pl.col("_omean"))).alias("_ly")
     )
-    table = slopes.select("_curve", (pl.col("_slope") * pl.col("_span")).exp().alias("drift"))
-    return adjusted.drop("_oc", "_yc", "_slope", "_span", "_omean"), table
+    table = fit.select("_curve", (pl.col("_slope") * pl.col("_span")).exp().alias("drift"))
+    return adjusted.drop("_slope", "_omean"), table
 
 
 def _session_offsets(frame: pl.DataFrame) -> pl.DataFrame:
