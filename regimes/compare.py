@@ -132,7 +132,7 @@ def compare_runs(
     y: str = "latency_s",
     alpha: float = 0.05,
     min_ratio: float = 1.25,
-    n_boot: int = 2000,
+    n_boot: int = 200,
     seed: int = 0,
     level: float = 0.95,
 ) -> ComparisonResult:
@@ -182,10 +182,11 @@ def compare_runs(
     min_ratio : float, default 1.25
         Smallest ratio over trend that counts as a regime (detection's, and the
         presence test's).
-    n_boot : int, default 2000
-        Bootstrap resamples of each run's cell intervals (detection).
+    n_boot : int, default 200
+        Bootstrap draws of each run's detection (:func:`regimes.detect_regimes`: the
+        bounds on each regime's boundaries); its default.
     seed : int, default 0
-        Seed of those resamples; the same seed gives the same result.
+        Seed of those draws; the same seed gives the same result.
     level : float, default 0.95
         Confidence level of every interval.
 

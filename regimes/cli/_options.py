@@ -61,7 +61,11 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
         help="report slowdowns (up, the default), speedups (down) or both",
     )
     parser.add_argument(
-        "--n-boot", type=whole_number, default=None, help="bootstrap resamples (default 2000)"
+        "--n-boot",
+        type=whole_number,
+        default=None,
+        help="bootstrap draws of the detection, which bound where each anomaly starts and "
+        "ends (default 200)",
     )
     parser.add_argument("--seed", type=seed, default=None, help="random seed, >= 0 (default 0)")
 

@@ -71,7 +71,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--min-ratio", type=at_least_one, default=1.25, help="smallest ratio over trend"
     )
-    parser.add_argument("--n-boot", type=whole_number, default=2000, help="bootstrap resamples")
+    parser.add_argument(
+        "--n-boot",
+        type=whole_number,
+        default=200,
+        help="bootstrap draws of each run's detection (default 200)",
+    )
     parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0")
     add_fail_on(parser, STATUSES, "appeared,changed")
     parser.set_defaults(handler=run_compare)

@@ -211,8 +211,10 @@ def _noise_draws(c: CurveInput, b: int, rng: np.random.Generator) -> tuple[np.nd
     return medians, medians.var(axis=0)
 
 
-def _draws(c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options) -> np.ndarray:
-    """Noise of ``2 * n_boot`` draws of the curve: null, then model.
+def _draws(
+    c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options, part: int
+) -> np.ndarray:
+    """Noise of ``n_boot`` draws of the curve (``part`` 0: the null draws, 1: the model's).
 
     The cell medians of the curve's own trial residuals, resampled, plus a normal
     between-cell term for the noise they leave unexplained: the larger of the fitted
@@ -220,8 +222,8 @@ def _draws(c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options) -> n
     cell that selection fitted as a regime cannot shrink the noise its draws are made
     with).
     """
-    rng = np.random.default_rng(np.random.SeedSequence(c.seed))
-    medians, var = _noise_draws(c, 2 * o.n_boot, rng)
+    rng = np.random.default_rng(np.random.SeedSequence((*c.seed, part)))
+    medians, var = _noise_draws(c, o.n_boot, rng)
     sigma = max(float(fit.sigma[row]), scale)
     tau = float(np.sqrt(max(0.0, sigma**2 - float(var.mean()))))
     return medians + rng.normal(0.0, tau, size=medians.shape)
@@ -321,17 +323,20 @@ def _scaled_maxima(gauss: tuple[np.ndarray, np.ndarray], sigma: float, o: _Optio
 
 
 def _resample(
-    curves: list[CurveInput], fit: RowFit, rows: list[int], sm: Smoother, o: _Options
+    curves: list[CurveInput], fit: RowFit, rows: list[int], sm: Smoother, o: _Options, part: int
 ) -> RowFit:
-    """Fit ``n_boot`` null draws and ``n_boot`` model draws of each curve in ``rows``."""
+    """Fit ``n_boot`` draws of each curve in ``rows``.
+
+    Under its fitted null (``part`` 0: the trend alone) or its fitted model (1: trend
+    and regimes).
+    """
     t = sm.size
     levels = np.stack([curves[i].level for i in rows])
     scale = difference_scale(sm.u, levels - fit.trend[rows])
     stacked = []
     for k, i in enumerate(rows):
-        noise = _draws(curves[i], fit, i, float(scale[k]), o)
-        stacked.append(fit.trend[i] + noise[: o.n_boot])
-        stacked.append(_fitted(fit, i, t) + noise[o.n_boot :])
+        noise = _draws(curves[i], fit, i, float(scale[k]), o, part)
+        stacked.append((fit.trend[i] if part == 0 else _fitted(fit, i, t)) + noise)
     return fit_rows(np.concatenate(stacked), sm, o.h, KMAX)
 
 
@@ -354,19 +359,26 @@ def _slice(fit: RowFit, start: int, stop: int) -> RowFit:
 def _tested_regimes(
     regimes: list[tuple[int, int, float, float]],
     nulls: tuple[np.ndarray, np.ndarray],
-    model: RowFit,
-    t: int,
     df: float,
     o: _Options,
 ) -> list[Regime]:
-    """Each regime with its selection-aware p-values and its bootstrap spread."""
+    """Each regime with its selection-aware p-values (bounds not yet drawn)."""
     out = []
     for regime in regimes:
         tested, z, z0 = _statistics(regime[2], regime[3], o)
         p = max(float(stats.t.sf(z, df)), _tail_p(z, nulls[0])) if tested else 1.0
         p_change = max(float(2.0 * stats.t.sf(abs(z0), df)), _tail_p(abs(z0), nulls[1]))
-        bounds, boot = _spread(model, t, regime, o.level)
-        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, boot))
+        bounds = (regime[0], regime[0], regime[1], regime[1])
+        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, (regime[2],) * 2))
+    return out
+
+
+def _with_spread(regimes: list[Regime], model: RowFit, t: int, level: float) -> list[Regime]:
+    """Return the regimes with their onset, end and delta spread over the model's draws."""
+    out = []
+    for r in regimes:
+        bounds, boot = _spread(model, t, (r.start, r.end, r.delta, r.se), level)
+        out.append(r._replace(bounds=bounds, boot_delta=boot))
     return out
 
 
@@ -410,26 +422,62 @@ def fit_grid(
     # differences of the detrended levels: a bent trend would inflate those of the levels
     noise = np.maximum(raw.sigma, difference_scale(sm.u, levels - raw.trend))
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
-    boot = raw
-    if rows:
-        boot = _moderated(
-            _resample(curves, raw, rows, sm, o), np.repeat(sampling[rows], 2 * n_boot)
-        )
+    nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
     gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
-    models = []
-    for i, c in enumerate(curves):
-        draws = None
-        if i in rows:
-            k, b = rows.index(i), n_boot
-            draws = (
-                _slice(boot, 2 * k * b, (2 * k + 1) * b),
-                _slice(boot, (2 * k + 1) * b, (2 * k + 2) * b),
-            )
-        model = _curve_model(c, fit, i, sm, float(noise[i]), draws, gauss, o)
-        models.append(
-            model._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
+    models = [
+        _curve_model(c, fit, i, sm, float(noise[i]), nulls.get(i), gauss, o)
+        for i, c in enumerate(curves)
+    ]
+    _add_spread(models, curves, raw, sampling, sm, o)
+    return [
+        m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
+        for i, (m, c) in enumerate(zip(models, curves, strict=True))
+    ]
+
+
+def _null_maxima(
+    curves: list[CurveInput],
+    raw: RowFit,
+    rows: list[int],
+    sampling: np.ndarray,
+    sm: Smoother,
+    o: _Options,
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per resampled curve, the largest TREAT ``z`` and ``|z0|`` of each null draw."""
+    if not rows:
+        return {}
+    drawn = _resample(curves, raw, rows, sm, o, 0)
+    null = _moderated(drawn, np.repeat(sampling[rows], o.n_boot))
+    b = o.n_boot
+    return {
+        i: _row_maxima(_slice(null, k * b, (k + 1) * b), sm.size, o) for k, i in enumerate(rows)
+    }
+
+
+def _add_spread(
+    models: list[CurveModel],
+    curves: list[CurveInput],
+    raw: RowFit,
+    sampling: np.ndarray,
+    sm: Smoother,
+    o: _Options,
+) -> None:
+    """Draw the model of each curve with a significant regime or change: the bounds."""
+    rows = [
+        i
+        for i, m in enumerate(models)
+        if any(min(r.p_value, r.p_change) < o.alpha for r in m.regimes)
+    ]
+    if not rows:
+        return
+    drawn = _resample(curves, raw, rows, sm, o, 1)
+    model = _moderated(drawn, np.repeat(sampling[rows], o.n_boot))
+    b = o.n_boot
+    for k, i in enumerate(rows):
+        own = _slice(model, k * b, (k + 1) * b)
+        models[i] = models[i]._replace(
+            regimes=_with_spread(models[i].regimes, own, sm.size, o.level)
         )
-    return models
 
 
 PRIOR_DF = 4.0
@@ -461,19 +509,18 @@ def _curve_model(
     i: int,
     sm: Smoother,
     noise: float,
-    draws: tuple[RowFit, RowFit] | None,
+    nulls: tuple[np.ndarray, np.ndarray] | None,
     gauss: tuple[np.ndarray, np.ndarray] | None,
     o: _Options,
 ) -> CurveModel:
-    """One curve's model: its regimes tested on its draws (null, model), its sensitivity."""
+    """One curve's model: its regimes tested on its null draws, and its sensitivity."""
     t = sm.size
     regimes, shift = _regimes_of(fit, i, t)
     sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
     tested: list[Regime] = []
-    if draws is not None:
-        maxima = _row_maxima(draws[0], t, o)
-        tested = _tested_regimes(regimes, maxima, draws[1], t, df, o)
-        q = _threshold(maxima[0], o.alpha)
+    if nulls is not None:
+        tested = _tested_regimes(regimes, nulls, df, o)
+        q = _threshold(nulls[0], o.alpha)
     else:
         assert gauss is not None
         q = _threshold(_scaled_maxima(gauss, noise, o), o.alpha)
@@ -484,8 +531,8 @@ def _curve_model(
         sigma_within=_within(c),
         df=df,
         edf=float(sm.edf[which]),
-        tau=_between(c, sigma),
+        tau=0.0,
         regimes=tested,
-        resampled=draws is not None,
+        resampled=nulls is not None,
         detectable=_detectable(sm, which, noise, df, q, o),
     )

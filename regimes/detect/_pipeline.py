@@ -161,7 +161,7 @@ def detect_regimes(
     alpha: float = 0.05,
     min_ratio: float = 1.25,
     direction: str = "up",
-    n_boot: int = 500,
+    n_boot: int = 200,
     seed: int = 0,
     level: float = 0.95,
     penalty: float = 2.0,
@@ -202,7 +202,7 @@ def detect_regimes(
         its point estimate.
     direction : {"up", "down", "both"}, default "up"
         Slowdowns (the default for latency), speed-ups, or either.
-    n_boot : int, default 500
+    n_boot : int, default 200
         Bootstrap draws per curve where selection found something, under its fitted
         null (the p-values) and under its fitted model (the bounds on onset and end,
         and the ratio's bootstrap interval).
