@@ -8,8 +8,8 @@ bootstrap draws (docs/method.md, sections 2-5):
    complement (the trend has a free constant), as that complement: a curve starts at
    its normal level, so a departure from the start on is a step to the end;
 3. test each regime in ``direction`` against ``min_ratio`` (TREAT:
-   :math:`z = (|\hat\delta| - \log r_0)/\mathrm{se}`), and its boundaries for a change
-   (:math:`z_0 = \hat\delta/\mathrm{se}`);
+   :math:`z = (|\hat\delta| - \log r_0)/\mathrm{se}`), and the boundaries of every
+   regime, whatever its direction, as change points with the same statistic;
 4. calibrate both after selection: on curves where something was selected, draw the
    curve again under its fitted null (the trend, the cells' own trials resampled, and a
    normal between-cell term for what the trials do not explain), fit every draw the same
@@ -137,14 +137,19 @@ def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, flo
 
 
 def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, float]:
-    """Whether the regime is in ``direction``, its TREAT ``z`` and its change ``z0``."""
+    """Whether the regime is in ``direction``, its TREAT ``z`` and its change's ``z0``.
+
+    ``z0`` is the same statistic in either direction: a change point is a boundary of a
+    regime whose level differs from its surroundings by more than ``min_ratio``; without
+    the threshold, the trend's small misfits to a bent curve would pass as changes.
+    """
     tested = o.direction == "both" or (delta > 0) == (o.direction == "up")
     se = max(se, 1e-12)
-    return tested, (abs(delta) - o.tau0) / se, delta / se
+    return tested, (abs(delta) - o.tau0) / se, (abs(delta) - o.tau0) / se
 
 
 def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the largest TREAT ``z`` among tested regimes and the largest ``|z0|``."""
+    """Per row, the largest TREAT ``z`` among tested regimes and among all regimes."""
     k_rows = fit.chosen.shape[0]
     used = fit.chosen >= 0
     se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
@@ -155,7 +160,7 @@ def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarra
     signed = np.where(flip, -delta, delta)
     tested = used & ((o.direction == "both") | ((signed > 0) == (o.direction == "up")))
     z = np.where(tested, (np.abs(signed) - o.tau0) / se, -np.inf)
-    z0 = np.where(used, np.abs(signed) / se, -np.inf)
+    z0 = np.where(used, (np.abs(signed) - o.tau0) / se, -np.inf)
     return (z.max(axis=1) if k_rows else z), (z0.max(axis=1) if k_rows else z0)
 
 
@@ -367,7 +372,7 @@ def _tested_regimes(
     for regime in regimes:
         tested, z, z0 = _statistics(regime[2], regime[3], o)
         p = max(float(stats.t.sf(z, df)), _tail_p(z, nulls[0])) if tested else 1.0
-        p_change = max(float(2.0 * stats.t.sf(abs(z0), df)), _tail_p(abs(z0), nulls[1]))
+        p_change = max(float(stats.t.sf(z0, df)), _tail_p(z0, nulls[1]))
         bounds = (regime[0], regime[0], regime[1], regime[1])
         out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, (regime[2],) * 2))
     return out
