@@ -7,6 +7,8 @@
   that ``bench/`` wrote under ``bench/results/`` (``trust.json``, and beside it the
   saved run of the code before the current model, ``trust-before.json``): no figure on
   it is typed by hand.
+- A line ``<!-- bench-output NAME -->`` gets the text that a benchmark printed and that
+  was saved as ``bench/results/NAME``, verbatim.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ VALIDATION = "<!-- validation-tables -->"
 _RESULTS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results"
 )
+_BENCH_OUTPUT = re.compile(r"^<!-- bench-output ([A-Za-z0-9_.-]+) -->$", re.MULTILINE)
 _COMMAND = re.compile(r"^    ([a-z][a-z0-9-]*)\s", re.MULTILINE)
 
 
@@ -90,10 +93,18 @@ def _validation() -> str:
     return "\n".join(lines)
 
 
+def _output(match: re.Match[str]) -> str:
+    path = os.path.join(_RESULTS, match.group(1))
+    if not os.path.exists(path):
+        raise RuntimeError(f"{path} is missing: run the benchmark that writes it")
+    with open(path, encoding="utf-8") as handle:
+        return "```text\n" + handle.read().rstrip() + "\n```"
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """Replace each marker line with what it stands for."""
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, _reference())
     if VALIDATION in markdown:
         markdown = markdown.replace(VALIDATION, _validation())
-    return markdown
+    return _BENCH_OUTPUT.sub(_output, markdown)

@@ -189,7 +189,8 @@ def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int) -> np.ndarray:
     Each step adds the interval that reduces the residual sum of squares most; the
     number kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (``h2``:
     the penalty of one interval; :math:`\nu_k` the residual degrees of freedom left,
-    which a short grid runs out of), among the steps that leave at least two. Rows
+    which a short grid runs out of), with at most one interval per three residual
+    degrees of freedom of the trend (at least one). Rows
     leave the loop once nothing can enter their model.
     """
     k_rows, t = levels.shape
@@ -200,8 +201,10 @@ def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int) -> np.ndarray:
     rss = np.full((k_rows, kmax + 1), np.inf)
     rss[:, 0] = np.sum(r**2, axis=1)
     live = np.arange(k_rows)
-    room = np.trace(g.a) - 2.0
-    for step in range(min(kmax, int(room))):
+    # each regime needs about three residual degrees of freedom of its own: on a short
+    # grid, more would fit the noise away and leave the scale to nothing
+    room = max(1, int((np.trace(g.a) - 1.0) // 3))
+    for step in range(min(kmax, room)):
         den = g.zaz[None, :] - np.sum(zq[live, :step] ** 2, axis=1)
         ok = den > _TINY * g.zaz[None, :] + _TINY
         gain = np.where(ok, _sums(r[live], g) ** 2 / np.where(ok, den, 1.0), -1.0)
