@@ -21,7 +21,7 @@ from regimes.data.io import RunWriter
 from regimes.data.io import _atomic_write_text as write_text_atomically
 from regimes.data.io import read_meta as read_run_meta
 
-from ._schedule import plan_session
+from ._schedule import measured_left_per_case
 from ._state import RunState
 from .spec import SpecError, SweepSpec
 
@@ -82,8 +82,8 @@ def session_specs(meta: dict[str, Any]) -> dict[int, SweepSpec]:
 
 
 def measured_left(specs: dict[int, SweepSpec], state: RunState) -> int:
-    """Count the measured trials the sessions ``specs`` still have to run."""
-    return sum(1 for k, spec in specs.items() for t in plan_session(spec, k, state) if not t.warmup)
+    """Count the measured trials the sessions ``specs`` still have to run (counted, not planned)."""
+    return sum(sum(measured_left_per_case(s, k, state).values()) for k, s in specs.items())
 
 
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from regimes.data.io import RunWriter
 
 from ._events import Event, error_event
 from ._progress import Progress
-from ._schedule import plan_session
+from ._schedule import generations_left
 from ._session import EXIT_CODES
 from ._state import CASE_FIELDS, RunState, error_row
 from .spec import Case, SweepSpec
@@ -196,6 +196,7 @@ def run_process_session(
             case = {k: row[k] for k in CASE_FIELDS}
             sink(error_event(session, case, row["error_type"], row["error"]))
         state = RunState.read(writer)
-        sink.retotal(sink.done + sum(len(plan_session(pending[k], k, state)) for k in later))
-        if not plan_session(spec, session, state):
+        left = {k: sum(generations_left(pending[k], k, state).values()) for k in later}
+        sink.retotal(sink.done + sum(left.values()))
+        if not left[session]:
             return "complete"

@@ -24,7 +24,8 @@ draw no random numbers, so the measured order is the same under every policy.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Hashable
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,16 @@ import numpy as np
 from ._state import RunState
 from .spec import Case, SweepSpec
 
-__all__ = ["ScheduledTrial", "measured_order", "plan_session", "schedule"]
+__all__ = [
+    "ScheduledTrial",
+    "generations_left",
+    "iter_measured",
+    "iter_plan",
+    "measured_left_per_case",
+    "measured_order",
+    "plan_session",
+    "schedule",
+]
 
 
 @dataclass(frozen=True)
@@ -63,44 +73,48 @@ class ScheduledTrial:
         )
 
 
-def measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
-    """List the measured trials of one session in execution order (groups, then rounds)."""
+def iter_measured(spec: SweepSpec, session: int) -> Iterator[ScheduledTrial]:
+    """Yield the measured trials of one session in execution order (groups, then rounds).
+
+    Lazily: the permutations are drawn as the rounds are reached, in the same sequence
+    as when the whole order is listed, so a session of millions of trials starts at once.
+    """
     rng = np.random.default_rng((spec.seed, session))
     cases = spec.cases()
     groups = [list(g) for _, g in itertools.groupby(cases, key=lambda c: c.load_key)]
-    order: list[ScheduledTrial] = []
     for g in rng.permutation(len(groups)):
         group = groups[g]
         for r in range(spec.trials):
-            order.extend(
-                ScheduledTrial(group[i], session, r, False) for i in rng.permutation(len(group))
-            )
-    return order
+            for i in rng.permutation(len(group)):
+                yield ScheduledTrial(group[i], session, r, False)
+
+
+def measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
+    """List the measured trials of one session in execution order (groups, then rounds)."""
+    return list(iter_measured(spec, session))
 
 
 def _warm_before_first(
-    measured: list[ScheduledTrial],
+    measured: Iterable[ScheduledTrial],
     count: int,
     warmups_stored: dict[tuple[Case, int], int],
     group: Callable[[Case], Hashable],
     warm_case: Callable[[Case], Case],
-) -> list[ScheduledTrial]:
+) -> Iterator[ScheduledTrial]:
     """Put ``count`` warm-ups before the first trial of each ``group`` in ``measured``.
 
     The warm-ups run ``warm_case`` of the trial's case. Their numbers continue after
     the ``warmups_stored`` ones of that (case, session), so that no key repeats across
     resumes.
     """
-    plan: list[ScheduledTrial] = []
     warmed: set[Hashable] = set()
     for t in measured:
         if group(t.case) not in warmed:
             warmed.add(group(t.case))
             case = warm_case(t.case)
             first = warmups_stored.get((case, t.session), 0)
-            plan.extend(ScheduledTrial(case, t.session, first + w, True) for w in range(count))
-        plan.append(t)
-    return plan
+            yield from (ScheduledTrial(case, t.session, first + w, True) for w in range(count))
+        yield t
 
 
 def _largest_cases(spec: SweepSpec) -> dict[tuple[Any, ...], Case]:
@@ -117,17 +131,17 @@ def _largest_cases(spec: SweepSpec) -> dict[tuple[Any, ...], Case]:
 
 
 def _with_warmups(
-    measured: list[ScheduledTrial],
+    measured: Iterable[ScheduledTrial],
     spec: SweepSpec,
     warmups_stored: dict[tuple[Case, int], int],
-) -> list[ScheduledTrial]:
+) -> Iterator[ScheduledTrial]:
     """Add the warm-ups ``spec.warmup_policy`` asks for to a measured order.
 
     ``per-case``: each case's warm-ups just before its first trial; ``max-first``: each
     loaded model's warm-ups, at its largest case, before its first trial; ``none``.
     """
     if spec.warmup_policy == "none":
-        return list(measured)
+        return iter(measured)
     if spec.warmup_policy == "max-first":
         largest = _largest_cases(spec)
         return _warm_before_first(
@@ -164,22 +178,59 @@ def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
     --------
     plan_session : what is left of a session, given what a run already holds.
     """
-    return _with_warmups(measured_order(spec, session), spec, {})
+    return list(_with_warmups(iter_measured(spec, session), spec, {}))
 
 
-def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[ScheduledTrial]:
-    """List what a process starting ``session`` now runs, given what ``state`` holds.
+def iter_plan(spec: SweepSpec, session: int, state: RunState) -> Iterator[ScheduledTrial]:
+    """Yield what a process starting ``session`` now runs, given what ``state`` holds.
 
     The measured order of :func:`schedule`, less the measured trials already stored
     and every trial of a case that failed in this session; then each case left gets
     fresh warm-ups immediately before its first remaining trial (whatever an earlier
     process warmed is gone), numbered after the warm-ups already stored for that
-    (case, session).
+    (case, session). Lazy, as :func:`iter_measured` is.
     """
     state = state.named_by(spec)
-    left = [
-        t
-        for t in measured_order(spec, session)
-        if t.key not in state.done and (t.case.base, session) not in state.failed
-    ]
+    # the failed cases, looked up once per case rather than once per trial
+    failed = state.failed_in(session)
+    blocked = {c for c in spec.cases() if c.base in failed} if failed else set()
+    left = (t for t in iter_measured(spec, session) if t.case not in blocked)
+    if state.done:
+        left = (t for t in left if t.key not in state.done)
     return _with_warmups(left, spec, state.warmups_stored)
+
+
+def plan_session(spec: SweepSpec, session: int, state: RunState) -> list[ScheduledTrial]:
+    """List what a process starting ``session`` now runs (:func:`iter_plan`, listed)."""
+    return list(iter_plan(spec, session, state))
+
+
+def measured_left_per_case(spec: SweepSpec, session: int, state: RunState) -> dict[Case, int]:
+    """Count the measured trials each case of ``session`` has left, without planning them.
+
+    As many as :func:`iter_plan` yields, from counts: ``trials`` less those stored,
+    none for a case that failed in the session.
+    """
+    stored = state.measured_counts(spec)
+    failed = state.failed_in(session)
+    return {
+        case: 0 if failed and case.base in failed else max(spec.trials - stored[case, session], 0)
+        for case in spec.cases()
+    }
+
+
+def generations_left(spec: SweepSpec, session: int, state: RunState) -> Counter[Case]:
+    """Count the generations, warm-ups included, :func:`iter_plan` yields for each case.
+
+    Warm-ups are counted under the case they run (under ``max-first``, the loaded
+    model's largest), as the session runner counts what a failure skips.
+    """
+    counts = Counter({c: n for c, n in measured_left_per_case(spec, session, state).items() if n})
+    if spec.warmup_policy == "per-case":
+        for case in list(counts):
+            counts[case] += spec.warmup
+    elif spec.warmup_policy == "max-first":
+        largest = _largest_cases(spec)
+        for load_key in {case.load_key for case in counts}:
+            counts[largest[load_key]] += spec.warmup
+    return counts

@@ -11,7 +11,13 @@ its traceback and its remaining trials in that session are skipped; the session 
 on, and a resume does not retry it.
 
 A ``"deadline"`` stop never falls between a case's warm-ups and its first measured
-trial (it would waste them); a slice overruns by at most that many generations.
+trial (it would waste them), nor before the call has made progress (a measured trial
+written or a case recorded as failed), so that every slice of a sliced sweep gets
+further than the last however long it spent before its first generation; a slice
+overruns by at most a case's warm-ups and one trial.
+
+The plan is lazy (:func:`collectors._schedule.iter_plan`): a session of millions of
+trials starts at once, and what a failure skips is counted, not listed.
 """
 
 from __future__ import annotations
@@ -21,8 +27,7 @@ import itertools
 import os
 import socket
 import uuid
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +39,7 @@ from regimes.data.io import RunWriter
 from . import engines, models
 from ._attention import allowed_sdpa_backends, enabled_sdpa_backends
 from ._events import EventSink, error_event, ignore
-from ._schedule import ScheduledTrial, plan_session
+from ._schedule import ScheduledTrial, generations_left, iter_plan
 from ._signals import Interrupts
 from ._state import RunState, case_dict, error_row
 from .backends import Backend, get_backend, rss_bytes
@@ -100,6 +105,8 @@ class _SessionRun:
     ):
         self.spec, self.writer, self.session, self.state = spec, writer, session, state
         self.emit, self.should_stop, self.interrupts = emit, should_stop, interrupts
+        # generations the plan has left per case: what a failure skips, without listing it
+        self.remaining = generations_left(spec, session, state)
         self.order = state.next_order
         self.outcome = SessionOutcome()
         self.backends: dict[str, Backend] = {}
@@ -120,17 +127,34 @@ class _SessionRun:
             self.emit(error_event(self.session, case_dict(case), type(exc).__name__, str(exc)))
         self.emit({"event": "skip", "n": skipped})
 
-    def run(self, plan: list[ScheduledTrial]) -> SessionOutcome:
+    @property
+    def progressed(self) -> bool:
+        """Whether this call has written a measured trial or recorded a failed case."""
+        return bool(self.outcome.measured or self.outcome.errors)
+
+    def stop_reason(self, warming: bool = False) -> str | None:
+        """Why to stop before the next load or generation (``None``: go on).
+
+        A deadline waits for the case being warmed to get its first measured trial
+        (warm-ups are useless to the next process) and for the call's first progress
+        (else a slice that began late would measure nothing, and so would every rerun).
+        """
+        reason = self.should_stop()
+        if reason == DEADLINE and (warming or not self.progressed):
+            return None
+        return reason
+
+    def run(self, plan: Iterable[ScheduledTrial]) -> SessionOutcome:
         for load_key, items in itertools.groupby(plan, key=lambda t: t.case.load_key):
-            reason = self.should_stop()
+            reason = self.stop_reason()
             if reason:
                 self.outcome.stopped = reason
                 break
-            if not self.run_group(load_key, list(items)):
+            if not self.run_group(load_key, items):
                 break
         return self.outcome
 
-    def run_group(self, load_key: tuple[Any, ...], items: list[ScheduledTrial]) -> bool:
+    def run_group(self, load_key: tuple[Any, ...], items: Iterable[ScheduledTrial]) -> bool:
         model_name, backend_name, dtype, attn = load_key
         self.emit(
             {
@@ -155,7 +179,8 @@ class _SessionRun:
                 attn_implementation=attn,
             )
         except Exception as exc:
-            self.record_errors(list(dict.fromkeys(t.case for t in items)), exc, len(items))
+            cases = [c for c, n in self.remaining.items() if n and c.load_key == load_key]
+            self.record_errors(cases, exc, sum(self.remaining[c] for c in cases))
             self.release(backend)
             return True
         try:
@@ -172,20 +197,17 @@ class _SessionRun:
             backend.empty_cache()
 
     def run_trials(
-        self, loaded: models.LoadedModel, backend: Backend, items: list[ScheduledTrial]
+        self, loaded: models.LoadedModel, backend: Backend, items: Iterable[ScheduledTrial]
     ) -> bool:
         prompts: dict[int, Any] = {}
         failed: set[Case] = set()
-        remaining = Counter(t.case for t in items)
+        remaining = self.remaining
         warming = False  # the last generation was a warm-up whose case is not yet measured
         for item in items:
             if item.case in failed:
                 continue
-            reason = self.should_stop()
-            # A deadline waits for the case being warmed to get its first measured
-            # trial: warm-ups are useless to the next process, so stopping between
-            # them and the trial would throw away the time spent on them.
-            if reason and not (warming and reason == DEADLINE):
+            reason = self.stop_reason(warming)
+            if reason:
                 self.outcome.stopped = reason
                 return False
             measured = self.measure(loaded, backend, prompts, item, remaining[item.case])
@@ -342,11 +364,12 @@ def run_session(
     ``should_stop`` is asked before each generation and each model load; a non-empty
     answer (e.g. ``"deadline"``) ends the session cleanly and is returned in
     :attr:`SessionOutcome.stopped`, except that ``"deadline"`` lets a case whose
-    warm-ups have begun run its first measured trial. KeyboardInterrupt propagates
+    warm-ups have begun run its first measured trial, and waits for the call's first
+    measured trial (or failed case). KeyboardInterrupt propagates
     after the last complete part is on disk.
     """
     state = RunState.read(writer)
-    plan = plan_session(spec, session, state)
+    plan = iter_plan(spec, session, state)
     guard = interrupts or Interrupts()
     runner = _SessionRun(spec, writer, session, state, emit or ignore, should_stop, guard)
     if interrupts is not None:

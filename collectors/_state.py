@@ -8,7 +8,9 @@ the next execution ``order``) so that a resumed session runs exactly what is lef
 from __future__ import annotations
 
 import traceback
+from collections import Counter
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,35 @@ class RunState:
             warm[case.base, session] = max(n, warm.get((case.base, session), 0))
         return replace(self, done=done, warmups_stored=warm)
 
+    def measured_counts(self, spec: SweepSpec) -> Counter[tuple[Case, int]]:
+        """Count the measured trials stored per (case, session), cases named as ``spec`` does.
+
+        Counted once per state (a cached table): planning asks for every session, and a
+        big run holds millions of keys.
+        """
+        return self._counts_without_attn if spec.attn_implementation == (None,) else self._counts
+
+    @cached_property
+    def _counts(self) -> Counter[tuple[Case, int]]:
+        return Counter((_case(key, key[9]), key[6]) for key in self.done)  # keys are unique
+
+    @cached_property
+    def _counts_without_attn(self) -> Counter[tuple[Case, int]]:
+        # without the attention column two stored keys may name one trial: count it once
+        trials = {key[:8] for key in self.done}
+        return Counter((_case(key, None), key[6]) for key in trials)
+
+    def failed_in(self, session: int) -> frozenset[Case]:
+        """Return the cases that failed in ``session``, named without their attention."""
+        return self._failed_by_session.get(session, frozenset())
+
+    @cached_property
+    def _failed_by_session(self) -> dict[int, frozenset[Case]]:
+        by_session: dict[int, set[Case]] = {}
+        for case, session in self.failed:
+            by_session.setdefault(session, set()).add(case)
+        return {session: frozenset(cases) for session, cases in by_session.items()}
+
     @classmethod
     def read(cls, writer: RunWriter) -> RunState:
         """Read the state of the run ``writer`` appends to."""
@@ -87,6 +118,12 @@ class RunState:
         next_order = int(trials["order"].max()) + 1 if trials.height else 0  # type: ignore[arg-type]
         sessions = frozenset(trials["session"].to_list()) | frozenset(errors["session"].to_list())
         return cls(done, failed, warmups_stored, next_order, writer.run_id, sessions)
+
+
+def _case(key: tuple[Any, ...], attn: str | None) -> Case:
+    """Name the case of a stored trial key (:data:`regimes.data.io.TRIAL_KEY` order)."""
+    model, backend, dtype, use_cache, prompt_tokens, budget = key[:6]
+    return Case(model, backend, dtype, use_cache, prompt_tokens, budget, attn)
 
 
 def error_row(

@@ -3,7 +3,7 @@
 Usage::
 
     regimes collect SPEC.toml -o RUN_DIR [--max-seconds S] [--no-compact] [--quiet]
-                    [--cluster tcp://HOST:PORT]
+                    [--cluster tcp://HOST:PORT] [--yes]
 
 With ``--cluster`` the sweep runs on the workers of a Dask scheduler
 (:mod:`collectors.fleet`) and RUN_DIR is written here as their trials come back.
@@ -13,6 +13,11 @@ complete, 2 a spec or directory problem or the ``collect`` extra not installed (
 on stderr, before any work), 3 incomplete (``--max-seconds`` passed; rerun to
 continue), 4 complete but some cases failed (their count on stderr; the run's ``errors``
 table holds them), 130 interrupted, 1 a session process failed outside any case.
+
+Before it starts, the command prints an estimate of how long the sweep will take
+(:mod:`collectors._estimate`); a call that may run longer than a few hours (without
+``--max-seconds`` to bound it) asks for a confirmation on a terminal, and is refused
+with one line, exit 2, when standard input is not one, unless ``--yes`` is given.
 
 Before measuring, the command looks at how quiet the machine is (load, other busy
 processes, the CPU frequency governor, other processes on the GPU, macOS power and
@@ -59,8 +64,8 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="S",
         help="stop cleanly after the trial in flight (and after the first measured "
-        "trial of a case being warmed up) once the sweep has run S seconds; "
-        "exit status 3, rerun the same command to continue",
+        "trial of a case being warmed up) once the sweep has run S seconds, never before "
+        "its first measured trial; exit status 3, rerun the same command to continue",
     )
     collect.add_argument(
         "--no-compact",
@@ -76,7 +81,20 @@ def register(subparsers: Any) -> None:
         "started with `dask worker tcp://HOST:PORT`); the spec is checked against the "
         "backends the fleet offers, not this machine's",
     )
+    collect.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="start without asking even when the estimate is over "
+        f"{_CONFIRM_HOURS:g} hours (without it such a sweep asks on a terminal, and is "
+        "refused, exit 2, when standard input is not one)",
+    )
     collect.set_defaults(handler=run_collect)
+
+
+_CONFIRM_HOURS = 4.0
+"""Hours over which a call asks for a confirmation (``collectors._estimate.CONFIRM_ABOVE_S``;
+repeated here because this module must not import the collectors' dependencies)."""
 
 
 EXIT_CASES_FAILED = 4
@@ -150,12 +168,8 @@ def _collect(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args)
     check_run_dir(spec, run_dir)  # a directory it cannot use is refused before any output
     resume = _resume_command(args, run_dir)
-    print(
-        f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "
-        f"session(s) (+{spec.warmups_per_session()} warm-up(s) per session, "
-        f"{spec.warmup_policy}) -> {str(run_dir)!r}",
-        file=sys.stderr,
-    )
+    if not _announce(spec, run_dir, args):
+        return 2
     try:
         hygiene = machine_state() if args.cluster is None else None
         for warning in (hygiene or {}).get("warnings", []):
@@ -170,12 +184,50 @@ def _collect(args: argparse.Namespace) -> int:
     return _exit_status(result)
 
 
+def _announce(spec: Any, run_dir: Path, args: argparse.Namespace) -> bool:
+    """Say what the sweep holds and how long it should take; ask before a long one.
+
+    Returns whether to start. Asked on a terminal only: a script or a scheduler job
+    (standard input not a terminal) is refused with one line unless ``--yes``.
+    """
+    from ._estimate import CONFIRM_ABOVE_S, estimate_sweep, format_duration
+
+    print(
+        f"collect: {len(spec.cases())} case(s) x {spec.trials} trial(s) x {spec.sessions} "
+        f"session(s) (+{spec.warmups_per_session()} warm-up(s) per session, "
+        f"{spec.warmup_policy}) -> {str(run_dir)!r}",
+        file=sys.stderr,
+    )
+    estimate = estimate_sweep(spec, run_dir)
+    fleet = " of machine time, shared among the fleet's hosts" if args.cluster else ""
+    print(f"collect: estimate: {estimate.describe()}{fleet}", file=sys.stderr)
+    # what this call may run: --max-seconds bounds a slice of a long sweep
+    bound = min(estimate.seconds, args.max_seconds or float("inf"))
+    if args.yes or bound <= CONFIRM_ABOVE_S:
+        return True
+    long = f"this sweep may run about {format_duration(bound)}"
+    if not sys.stdin.isatty():
+        print(
+            f"regimes collect: error: {long}, over {format_duration(CONFIRM_ABOVE_S)}; pass "
+            "--yes to start it, or --max-seconds S to run it in slices",
+            file=sys.stderr,
+        )
+        return False
+    print(f"collect: {long}; start it? [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    print("collect: not started", file=sys.stderr)
+    return False
+
+
 def _resume_command(args: argparse.Namespace, run_dir: Path) -> list[str]:
     resume = ["regimes", "collect", str(args.spec), "-o", str(run_dir)]
     if args.max_seconds is not None:
         resume += ["--max-seconds", f"{args.max_seconds:g}"]
     if args.cluster is not None:
         resume += ["--cluster", args.cluster]
+    if getattr(args, "yes", False):
+        resume.append("--yes")
     return resume
 
 
@@ -188,9 +240,13 @@ def _sweep(spec: Any, run_dir: Path, args: argparse.Namespace, hygiene: Any) -> 
         "command": list(sys.argv),
     }
     if args.cluster is not None:
-        from .fleet import run_fleet_sweep
+        from .fleet import SchedulerLost, run_fleet_sweep
 
-        return run_fleet_sweep(spec, run_dir, args.cluster, **options)
+        try:
+            return run_fleet_sweep(spec, run_dir, args.cluster, **options)
+        except SchedulerLost as exc:
+            resume = shlex.join(_resume_command(args, run_dir))
+            raise SchedulerLost(f"{exc}: {resume}") from None
     from .sweep import run_sweep
 
     return run_sweep(spec, run_dir, hygiene=hygiene, **options)

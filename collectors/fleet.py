@@ -29,9 +29,12 @@ it offers.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ from ._fleet.client import FleetRun
 from ._fleet.hosts import (
     FleetError,
     Host,
+    SchedulerLost,
     Unit,
     group_hosts,
     make_units,
@@ -53,12 +57,79 @@ from ._fleet.hosts import (
 )
 from ._fleet.remote import probe_workers
 from ._lock import RunLock
-from ._schedule import plan_session
+from ._schedule import measured_left_per_case
 from ._state import RunState, check_run_dir, remove_stale_temp_files
 from .spec import SweepSpec
 from .sweep import SweepResult, _finish
 
-__all__ = ["FleetError", "Host", "probe_fleet", "run_fleet_sweep"]
+__all__ = ["FleetError", "Host", "SchedulerLost", "probe_fleet", "run_fleet_sweep"]
+
+
+@contextmanager
+def _quiet_dask_logs() -> Iterator[None]:
+    """Silence ``distributed``'s loggers for the duration of a fleet run.
+
+    A lost scheduler makes the client log every failed reconnection with a traceback
+    (dozens of lines) before the call fails; the sweep says what happened in one
+    line instead (:class:`SchedulerLost`), and the loggers stay quiet after it. Dask
+    sets levels on some child loggers, so each existing one is raised, not only the
+    parent.
+    """
+    import distributed  # noqa: F401  - importing it configures its loggers: first
+
+    names = ["distributed"] + [
+        name for name in logging.root.manager.loggerDict if name.startswith("distributed.")
+    ]
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    except SchedulerLost:
+        # left quiet: the client's reconnection task, cancelled by close(), logs its
+        # traceback from the event loop's thread after this call has returned
+        raise
+    except BaseException:
+        _set_levels(loggers, levels)
+        raise
+    _set_levels(loggers, levels)
+
+
+def _set_levels(loggers: list[logging.Logger], levels: list[int]) -> None:
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+
+
+def _scheduler_lost(exc: BaseException, client: Any = None) -> bool:
+    """Tell whether ``exc`` means the connection to the scheduler is gone.
+
+    A closed comm always does; a timeout, a cancelled future or an OS error without an
+    ``errno`` (a full disk has one, and is reported as such) does once the client is no
+    longer running.
+    """
+    from concurrent.futures import CancelledError
+
+    from distributed.comm.core import CommClosedError
+
+    if isinstance(exc, CommClosedError):
+        return True
+    # a unit's future is cancelled when the scheduler that held it goes
+    if isinstance(exc, (TimeoutError, CancelledError)) or (
+        isinstance(exc, OSError) and exc.errno is None
+    ):
+        return client is None or getattr(client, "status", "running") != "running"
+    return False
+
+
+def _lost_message(cluster: str, exc: BaseException) -> SchedulerLost:
+    """Build the one-line error of a scheduler lost mid-run."""
+    reason = " ".join(str(exc).split())[-120:] or type(exc).__name__
+    return SchedulerLost(
+        f"lost the Dask scheduler at {cluster} mid-run ({type(exc).__name__}: {reason}); "
+        "every trial written before it is kept: restart the scheduler and its workers, "
+        "then rerun the same command to resume"
+    )
 
 
 def _connect(cluster: str, timeout_s: float) -> Any:
@@ -133,7 +204,7 @@ def _measured(spec: SweepSpec, units: list[Unit], writer: RunWriter) -> tuple[in
     """Measured trials the units leave to run, and ask for in all."""
     state = RunState.read(writer)
     left = sum(
-        1 for u in units for t in plan_session(unit_spec(spec, u), u.session, state) if not t.warmup
+        sum(measured_left_per_case(unit_spec(spec, u), u.session, state).values()) for u in units
     )
     expected = sum(len(unit_spec(spec, u).cases()) * spec.trials for u in units)
     return left, expected
@@ -213,24 +284,59 @@ def run_fleet_sweep(
     started = time.monotonic()
     deadline = time.time() + max_seconds if max_seconds is not None else None
     target = Path(run_dir)
-    client = _connect(cluster, connect_timeout_s)
+    options = {
+        "progress": progress,
+        "compact": compact,
+        "command": command,
+        "lock_wait_s": lock_wait_s,
+        "connect_timeout_s": connect_timeout_s,
+    }
+    with _quiet_dask_logs():
+        client = _connect(cluster, connect_timeout_s)
+        try:
+            return _run_on(client, spec, target, cluster, started, deadline, options)
+        except Exception as exc:
+            if _scheduler_lost(exc, client):
+                raise _lost_message(cluster, exc) from None
+            raise
+        finally:
+            _close(client)
+
+
+def _close(client: Any) -> None:
+    """Close the client; with the scheduler gone that fails, and only the cause matters."""
     try:
-        hosts = probe_fleet(client, connect_timeout_s)
-        validate_fleet(spec, hosts, cluster)
-        _warn_noisy(hosts)
-        check_run_dir(spec, target)
-        target.mkdir(parents=True, exist_ok=True)
-        with RunLock(target, lock_wait_s):
-            check_run_dir(spec, target)  # again under the lock: another writer may have begun
-            remove_stale_temp_files(target)
-            writer = RunWriter(target, _fleet_meta(spec, command))
-            units = make_units(spec, hosts, record_hosts(writer, hosts, cluster))
-            fleet = FleetRun(client, spec, writer, hosts, units, deadline, progress)
-            status = fleet.run()
-            left, expected = _measured(spec, units, writer)
-            status = _finish(writer, status, left, compact, fleet.messages)
-    finally:
-        client.close()
+        client.close(timeout=2)
+    except (OSError, TimeoutError):
+        pass
+
+
+def _run_on(
+    client: Any,
+    spec: SweepSpec,
+    target: Path,
+    cluster: str,
+    started: float,
+    deadline: float | None,
+    options: dict[str, Any],
+) -> SweepResult:
+    """Run the sweep on the connected fleet; see :func:`run_fleet_sweep`."""
+    progress, compact, command = options["progress"], options["compact"], options["command"]
+    lock_wait_s, connect_timeout_s = options["lock_wait_s"], options["connect_timeout_s"]
+    hosts = probe_fleet(client, connect_timeout_s)
+    validate_fleet(spec, hosts, cluster)
+    _warn_noisy(hosts)
+    check_run_dir(spec, target)
+    target.mkdir(parents=True, exist_ok=True)
+    with RunLock(target, lock_wait_s):
+        check_run_dir(spec, target)  # again under the lock: another writer may have begun
+        remove_stale_temp_files(target)
+        writer = RunWriter(target, _fleet_meta(spec, command))
+        units = make_units(spec, hosts, record_hosts(writer, hosts, cluster))
+        fleet = FleetRun(client, spec, writer, hosts, units, deadline, progress)
+        status = fleet.run()
+        left, expected = _measured(spec, units, writer)
+        status = _finish(writer, status, left, compact, fleet.messages)
     run = read_run(target)
     counts = fleet.bar.counts
     return SweepResult(

@@ -38,7 +38,7 @@ from ._events import EventSink
 from ._lock import RunBusyError, RunLock
 from ._process import run_process_session
 from ._progress import Progress
-from ._schedule import ScheduledTrial, plan_session, schedule
+from ._schedule import ScheduledTrial, generations_left, plan_session, schedule
 from ._session import DEADLINE, EXIT_CODES, SessionOutcome, run_session
 from ._signals import Interrupts
 from ._state import RunState, check_run_dir, remove_stale_temp_files
@@ -134,9 +134,11 @@ def _run_plans(
     status = "complete"
     try:
         for session, spec in pending.items():
-            if not plan_session(spec, session, RunState.read(writer)):
+            if not generations_left(spec, session, RunState.read(writer)):
                 continue
-            if should_stop():
+            # Only once this call has made progress: each session also waits for its
+            # first, so a slice whose deadline passed before it began still measures.
+            if should_stop() and (sink.counts["measured"] or sink.counts["errors"]):
                 status = "incomplete"
             elif spec.isolation == "none":
                 outcome = run_session(
@@ -174,17 +176,22 @@ def _finish(writer: RunWriter, status: str, left: int, compact: bool, messages: 
 
 @dataclass
 class _Call:
-    """How one call runs its sessions: deadline, progress bar, compaction, lock wait."""
+    """How one call runs its sessions: deadline, progress bar, compaction, lock wait.
+
+    The deadline counts from the call's start: reading the environment and the run
+    are part of the time the caller gave.
+    """
 
     max_seconds: float | None
     progress: bool
     compact: bool
     lock_wait_s: float
     started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
 
     @property
     def deadline(self) -> float | None:
-        return time.time() + self.max_seconds if self.max_seconds is not None else None
+        return self.started_wall + self.max_seconds if self.max_seconds is not None else None
 
 
 def _run_pending(
@@ -197,7 +204,9 @@ def _run_pending(
     """Run what is left of the ``pending`` sessions; return status, counts and messages."""
     messages: list[str] = []
     state = RunState.read(writer)
-    sink = Progress(sum(len(plan_session(s, k, state)) for k, s in pending.items()), call.progress)
+    # counted, not planned: listing millions of trials only to count them took minutes
+    total = sum(sum(generations_left(s, k, state).values()) for k, s in pending.items())
+    sink = Progress(total, call.progress)
     deadline = call.deadline
     status = _run_plans(pending, writer, deadline, lock, interrupts, sink, messages)
     left = measured_left(pending, RunState.read(writer))
@@ -275,8 +284,10 @@ def run_sweep(
     run_dir : str or os.PathLike
         The run directory: created if new, resumed if it holds a run of ``spec``.
     max_seconds : float, optional
-        Stop cleanly once this much wall time has passed (after the generation in
-        flight, and after the first measured trial of a case whose warm-ups began).
+        Stop cleanly once this much wall time has passed since the call began (after
+        the generation in flight, after the first measured trial of a case whose
+        warm-ups began, and not before the call's first measured trial or failed
+        case, so that every slice of a sweep gets further than the last).
     progress : bool, default True
         Show a progress bar on stderr.
     compact : bool, default True

@@ -27,7 +27,7 @@ import polars as pl
 from regimes.data.io import TRIAL_KEY, RunWriter
 
 from .._progress import Progress
-from .._schedule import plan_session
+from .._schedule import generations_left
 from .._state import CASE_FIELDS, RunState
 from ..spec import SweepSpec
 from .hosts import Host, Unit, group_hosts, record_hosts, unit_spec
@@ -100,7 +100,7 @@ class FleetRun:
 
     def left(self, unit: Unit) -> int:
         """Count the generations (warm-ups included) ``unit`` has left, from what is on disk."""
-        return len(plan_session(unit_spec(self.spec, unit), unit.session, self.state))
+        return sum(generations_left(unit_spec(self.spec, unit), unit.session, self.state).values())
 
     # -- what comes back -------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from ..spec import SweepSpec
 __all__ = [
     "FleetError",
     "Host",
+    "SchedulerLost",
     "Unit",
     "group_hosts",
     "make_units",
@@ -33,6 +34,10 @@ __all__ = [
 
 class FleetError(RegimesInputError):
     """A fleet that cannot run the sweep (no workers, a backend no host offers)."""
+
+
+class SchedulerLost(FleetError):
+    """The connection to the fleet's Dask scheduler was lost while the sweep ran."""
 
 
 @dataclass

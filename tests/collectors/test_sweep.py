@@ -52,6 +52,11 @@ def tiny(**changes) -> SweepSpec:
 CASE_COLUMNS = list(TRIAL_KEY[: TRIAL_KEY.index("session")])
 
 
+def new_run(spec: SweepSpec, path) -> None:
+    """Create the run directory of ``spec`` with nothing measured (every sweep call measures)."""
+    RunWriter(path, {"spec": spec.to_dict()})
+
+
 def measured(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(~pl.col("warmup"))
 
@@ -342,8 +347,7 @@ def test_a_model_that_fails_to_load_fails_only_its_cases(tmp_path, monkeypatch):
 def test_stopping_midway_then_resuming_completes_without_duplicates(tmp_path):
     spec = tiny(warmup=1)
     path = tmp_path / "run"
-    stopped = run_sweep(spec, path, max_seconds=1e-9, progress=False)
-    assert stopped.status == "incomplete" and stopped.exit_code == 3 and stopped.measured == 0
+    new_run(spec, path)
     writer = RunWriter(path, None)
     asked = iter(range(1000))
     outcome = run_session(
@@ -378,7 +382,7 @@ def test_sliced_sweep_warms_only_the_cases_each_slice_measures(tmp_path, monkeyp
 
     spec = tiny(warmup=2, trials=2, sessions=2, budgets=[2, 4])
     path = tmp_path / "run"
-    run_sweep(spec, path, max_seconds=1e-9, progress=False)  # creates the run, measures nothing
+    new_run(spec, path)
     writer = RunWriter(path, None)
     slices = 0
     stopped_mid_warmup = 0
@@ -427,7 +431,7 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "Progress", Recording)
     spec = tiny(warmup=2, sessions=1)
     path = tmp_path / "run"
-    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    new_run(spec, path)
     asks = iter(range(100))
     first = run_session(
         spec,
@@ -437,16 +441,17 @@ def test_progress_total_of_a_resume_is_what_it_then_runs(tmp_path, monkeypatch):
     )
     assert first.measured == 2 and first.warmups == 4
     result = run_sweep(spec, path, progress=False)
-    assert totals[0] == spec.total_trials(include_warmup=True)
     # every case has a trial left, so each is warmed again once; nothing else is counted
     assert totals[-1] == spec.total_trials() - first.measured + spec.warmup * len(spec.cases())
     assert totals[-1] == result.measured + result.warmups
+    run_sweep(spec, tmp_path / "fresh", max_seconds=1e-9, progress=False)
+    assert totals[-1] == spec.total_trials(include_warmup=True)
 
 
 def test_an_orphaned_session_does_not_wait_for_a_warmed_case(tmp_path):
     spec = tiny(warmup=2, sessions=1)
     path = tmp_path / "run"
-    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    new_run(spec, path)
     asks = iter(range(100))
     outcome = run_session(
         spec, RunWriter(path, None), 0, should_stop=lambda: "orphaned" if next(asks) >= 2 else None
@@ -582,7 +587,7 @@ def test_an_interrupted_batch_resumes_with_the_same_sessions(tmp_path):
     path = tmp_path / "run"
     run_sweep(spec, path, progress=False)
     stopped = collect_budgets(path, [3], sessions=2, max_seconds=1e-9)
-    assert stopped.status == "incomplete" and stopped.measured == 0
+    assert stopped.status == "incomplete" and stopped.measured == 1  # a slice always measures
     writer = RunWriter(path, None)
     asks = iter(range(100))
     partial = run_stored_session(
@@ -591,7 +596,7 @@ def test_an_interrupted_batch_resumes_with_the_same_sessions(tmp_path):
     assert partial.measured == 1
     resumed = collect_budgets(path, [3], sessions=2)
     assert resumed.status == "complete" and resumed.sessions == stopped.sessions == (1, 2)
-    assert resumed.measured == 2 * 2 * spec.trials - 1
+    assert resumed.measured == 2 * 2 * spec.trials - 1 - stopped.measured
     df = regimes.load(path)
     assert df.select(TRIAL_KEY).is_duplicated().sum() == 0
     assert len(RunState.read(writer).sessions) == 3
@@ -667,7 +672,7 @@ def test_default_attention_records_what_ran_and_resumes(tmp_path):
 
     spec = tiny(sessions=1)
     path = tmp_path / "run"
-    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    new_run(spec, path)
     asks = iter(range(100))
     run_session(spec, RunWriter(path, None), 0, should_stop=lambda: "x" if next(asks) > 4 else None)
     run_sweep(spec, path, progress=False)
@@ -710,7 +715,7 @@ def test_warmup_policies_put_their_warmups_in_the_trial_table(tmp_path, policy):
 def test_max_first_rewarms_a_resumed_session_at_its_largest_budget(tmp_path):
     spec = tiny(sessions=1, warmup_policy="max-first", warmup=1)
     path = tmp_path / "run"
-    run_sweep(spec, path, max_seconds=1e-9, progress=False)
+    new_run(spec, path)
     asks = iter(range(100))
     first = run_session(
         spec, RunWriter(path, None), 0, should_stop=lambda: "x" if next(asks) > 3 else None
