@@ -140,3 +140,25 @@ def test_a_damaged_part_can_be_left_out_from_python(intact, tmp_path):
     with pytest.warns(regimes.RegimesWarning, match=part.name):
         kept = regimes.load(run, on_damaged="skip")
     assert kept.height == regimes.load(intact).height - lost
+
+
+# the command prints the warning as its one line; shown, not turned into an error
+@pytest.mark.filterwarnings("default::regimes.RegimesWarning")
+@pytest.mark.parametrize("command", ["analyze", "report"])
+def test_skip_damaged_reads_the_run_without_its_damaged_part(intact, tmp_path, capfd, command):
+    run = damaged_copy(intact, tmp_path)
+    part = sorted((run / "trials").glob("*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:100])
+    argv = [command, str(run), "--n-boot", "100"]
+    if command == "report":
+        argv += ["-o", str(tmp_path / "report.html")]
+    assert main(argv) == 2
+    refused = capfd.readouterr().err.strip().splitlines()
+    assert len(refused) == 1 and part.name in refused[0] and "--skip-damaged" in refused[0]
+    assert not (tmp_path / "report.html").exists()
+    assert main([*argv, "--skip-damaged"]) == 0
+    err = capfd.readouterr().err
+    warned = [line for line in err.splitlines() if "skipped damaged part" in line]
+    assert len(warned) == 1 and part.name in warned[0] and "Traceback" not in err
+    assert warned[0].startswith("warning: ") and "its rows are not loaded" in warned[0]
+    assert command == "analyze" or (tmp_path / "report.html").is_file()
