@@ -58,6 +58,7 @@ from regimes._stats.smoother import Smoother
 
 __all__ = [
     "GCV_GAMMA",
+    "MAX_WIDTH",
     "MIN_OUTSIDE",
     "RowFit",
     "candidate_intervals",
@@ -97,10 +98,21 @@ class RowFit(NamedTuple):
     trend: np.ndarray
 
 
+MAX_WIDTH = 64
+"""Widest interval tested that does not run to the end of the grid: on a long grid every
+width would make the scan quadratic in memory; a longer regime is a step to the end, or
+a step with a down-step nested in it."""
+
+
 def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every interval ``[start, end]`` of ``t`` cells leaving :data:`MIN_OUTSIDE` outside."""
+    """Return the intervals ``[start, end]`` of ``t`` cells that may enter the model.
+
+    Every one leaving :data:`MIN_OUTSIDE` cells outside it, up to :data:`MAX_WIDTH` cells
+    wide, and every one running to the end of the grid.
+    """
     starts, ends = np.triu_indices(t)
-    keep = t - (ends - starts + 1) >= MIN_OUTSIDE
+    width = ends - starts + 1
+    keep = (t - width >= MIN_OUTSIDE) & ((width <= MAX_WIDTH) | (ends == t - 1))
     return starts[keep], ends[keep]
 
 

@@ -39,7 +39,23 @@ from regimes._stats.scan import (
 from regimes._stats.smoother import Smoother, smoother_for
 from regimes.detect._trials import Pools
 
-__all__ = ["KMAX", "SENSITIVITY_WIDTHS", "CurveInput", "CurveModel", "Regime", "fit_grid"]
+__all__ = [
+    "KMAX",
+    "MAX_CELLS",
+    "MIN_CELLS",
+    "SENSITIVITY_WIDTHS",
+    "CurveInput",
+    "CurveModel",
+    "Regime",
+    "fit_grid",
+]
+
+MIN_CELLS = 4
+"""Fewest distinct ``x`` a curve needs: a regime must leave three cells to its trend."""
+
+MAX_CELLS = 300
+"""Most distinct ``x`` a curve may have: the model's smoothers are dense in the cells
+(memory quadratic in them); a longer grid is analysed in budget ranges, or thinned."""
 
 KMAX = 4
 """Most regimes one curve's model holds."""

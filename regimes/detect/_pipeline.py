@@ -27,16 +27,13 @@ from regimes._stats.curves import index_curves
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
-from regimes.detect._model import CurveInput, CurveModel, fit_grid
+from regimes.detect._model import MAX_CELLS, MIN_CELLS, CurveInput, CurveModel, fit_grid
 from regimes.detect._result import RegimeResult
 from regimes.detect._tables import Decision, assemble
 from regimes.detect._trials import adjust_trials, cell_arrays, residual_pools
 from regimes.errors import RegimesInputError, RegimesWarning
 
-__all__ = ["DIRECTIONS", "FDR_FAMILIES", "MIN_CELLS", "detect_regimes"]
-
-MIN_CELLS = 4
-"""Fewest distinct ``x`` a curve needs: a regime must leave three cells to its trend."""
+__all__ = ["DIRECTIONS", "FDR_FAMILIES", "MAX_CELLS", "MIN_CELLS", "detect_regimes"]
 
 DIRECTIONS = ("up", "down", "both")
 """Which departures are tested: slowdowns, speed-ups, or either."""
@@ -84,6 +81,19 @@ def _check_lengths(cells: pl.DataFrame, x: str) -> None:
         )
 
 
+def _canonical_order(frame: pl.DataFrame) -> pl.DataFrame:
+    """Sort and centre the trials, so that neither row order nor scale moves a sum.
+
+    Sorting the pools is not enough: a block mean of the same trials in another order
+    differs in its last bits, and the answer must not.
+    """
+    keys = ["_curve", "_x", "_session", *(c for c in ("order", "trial") if c in frame.columns)]
+    # centred per curve: a curve scaled by a constant then gives the same numbers, bit for
+    # bit, wherever the bootstrap's discrete choices could tell two roundings apart
+    centre = pl.col("_ly").median().over("_curve")
+    return frame.sort([*keys, "_ly"], nulls_last=True).with_columns(pl.col("_ly") - centre)
+
+
 def _warn_first_trials(first: pl.DataFrame) -> None:
     dropped = first.filter("dropped")
     if dropped.height:
@@ -106,7 +116,7 @@ def _curve_inputs(
     keys = {int(r[0]): repr(r[1:]) for r in groups.iter_rows()}
     grids: dict[tuple[float, ...], list[CurveInput]] = {}
     for part in cells.partition_by("_curve", maintain_order=True):
-        if part.height < MIN_CELLS:
+        if not MIN_CELLS <= part.height <= MAX_CELLS:
             continue
         curve = int(part.get_column("_curve")[0])
         x = part.get_column("_x").to_numpy()
@@ -291,7 +301,7 @@ def detect_regimes(
     )
     frame, group_columns = prepare_trials(df, x, y, by, session)
     index = index_curves(frame, group_columns, x)
-    adjusted = adjust_trials(index.frame.with_columns(pl.col(y).alias("_y")))
+    adjusted = adjust_trials(_canonical_order(index.frame.with_columns(pl.col(y).alias("_y"))))
     _warn_first_trials(adjusted.first_trials)
     cells = cell_arrays(adjusted.frame)
     _check_lengths(cells, x)

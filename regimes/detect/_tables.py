@@ -11,7 +11,7 @@ from scipy import stats
 from regimes._result import untested_frame
 from regimes._stats.anomaly_table import anomaly_schema, x_value
 from regimes._stats.levels import median_variance_factor
-from regimes.detect._model import SENSITIVITY_WIDTHS, CurveModel, Regime
+from regimes.detect._model import MAX_CELLS, MIN_CELLS, SENSITIVITY_WIDTHS, CurveModel, Regime
 from regimes.detect._result import RegimeResult
 from regimes.detect._trials import Adjusted
 
@@ -86,12 +86,21 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         n = part.get_column("n").to_numpy()
         m = models.get(int(part.get_column("_curve")[0]))
         log_median = np.log(median)
+        fresh = part.get_column("session_var").to_numpy() / part.get_column("n_sessions").to_numpy()
+        kappa = median_variance_factor(n)
         if m is None:
-            out.append(np.column_stack([median * np.nan] * 3 + [np.zeros(t)] * 2))
+            # no model: the cell's own trials, on their own degrees of freedom
+            var = kappa * part.get_column("own_var").to_numpy() / n + fresh
+            half = stats.t.ppf((1 + level) / 2, np.maximum(n - 1, 1)) * np.sqrt(var)
+            band = np.column_stack([np.exp(log_median - half), np.exp(log_median + half)])
+            out.append(np.column_stack([band, _running_trend(log_median), np.zeros((t, 2))]))
             continue
         offset = float(np.median(log_median - part.get_column("level").to_numpy()))
-        sampling = median_variance_factor(n) * m.sigma_within**2 / n
-        half = stats.t.ppf((1 + level) / 2, m.df) * np.sqrt(sampling + m.tau**2)
+        var = kappa * m.sigma_within**2 / n + m.tau**2 + fresh
+        # Welch-Satterthwaite: the process lottery rests on the curve's few processes
+        sessions = np.maximum(part.get_column("n_sessions").to_numpy() - 1.0, 1.0)
+        dof = var**2 / np.maximum(m.tau**4 / m.df + fresh**2 / sessions, 1e-300)
+        half = stats.t.ppf((1 + level) / 2, np.minimum(dof, 1e6)) * np.sqrt(var)
         flag = np.zeros(t)
         for k in _significant(m, d):
             flag[m.regimes[k].start : m.regimes[k].end + 1] = 1.0
@@ -115,6 +124,18 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         pl.Series("segment", values[:, 3].astype(np.int64)),
         pl.Series("anomalous", values[:, 4] > 0),
     ).with_columns((pl.col("median") / pl.col("baseline")).alias("ratio"))
+
+
+def _running_trend(log_median: np.ndarray) -> np.ndarray:
+    """Return a descriptive baseline for a grid too long for the model: a running median.
+
+    Nothing is tested against it; it lets the cells of such a curve be drawn against
+    their neighbourhood. A curve too short for a trend has none (NaN).
+    """
+    if log_median.size <= MAX_CELLS:
+        return np.full(log_median.size, np.nan)
+    rolled = pl.Series(log_median).rolling_median(window_size=9, center=True, min_samples=1)
+    return np.exp(rolled.to_numpy())
 
 
 def _kind(r: Regime, t: int) -> tuple[str, bool | None]:
@@ -294,13 +315,16 @@ def _first_trial_rows(ctx: _Context, adjusted: Adjusted) -> pl.DataFrame:
 def _short_curves(
     ctx: _Context, models: list[CurveModel], x: str
 ) -> tuple[dict[int, str], pl.DataFrame]:
-    """Note the curves too short to test; return the notes and the ``untested`` frame."""
-    from regimes.detect._pipeline import MIN_CELLS
-
+    """Note the curves too short or too long to test; return the notes and ``untested``."""
     tested = {m.curve for m in models}
     sizes = ctx.cells.group_by("_curve", maintain_order=True).len()
     notes = {
-        int(c): f"only {n} distinct {x} value(s); at least {MIN_CELLS} are needed"
+        int(c): (
+            f"only {n} distinct {x} value(s); at least {MIN_CELLS} are needed"
+            if n < MIN_CELLS
+            else f"{n} distinct {x} values; at most {MAX_CELLS} are analysed at once "
+            f"(analyse ranges of {x} separately, or thin the grid)"
+        )
         for c, n in sizes.iter_rows()
         if int(c) not in tested
     }

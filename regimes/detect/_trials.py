@@ -5,8 +5,9 @@ Per curve, on the log of ``y`` (docs/method.md, section 1):
 - **a first-trial effect**: the first trial of every process (by ``order``, else
   ``trial``) against the median of the other trials of its process in its cell; when
   those differences are positive more often than chance allows (a one-sided sign test
-  over the processes at level :data:`FIRST_TRIAL_LEVEL`), every first trial of the
-  curve is left out;
+  over the processes at level :data:`FIRST_TRIAL_LEVEL`) and the first trials are at
+  least :data:`FIRST_TRIAL_RATIO` times slower, every first trial of the curve is left
+  out (of processes with :data:`FIRST_TRIAL_KEEP` trials or more in their cell);
 - **drift in the execution order**: the slope of log ``y`` on ``order`` within each
   cell, pooled over the curve (a within estimator: the cells absorb the budget),
   removed where it is significant and seen over a good part of the sweep
@@ -36,7 +37,14 @@ __all__ = [
 ]
 
 FIRST_TRIAL_LEVEL = 0.01
-"""Sign-test level at which the first trials of a curve's processes are left out."""
+"""Sign-test level at which the first trials of a curve's processes are left out ..."""
+
+FIRST_TRIAL_RATIO = 1.1
+""" ... when they are also this much slower than the rest (median): a first trial a few
+per cent slower, a warm cache, moves a median by less than the trials' noise."""
+
+FIRST_TRIAL_KEEP = 3
+"""Trials a process needs in a cell for its first to be left out: every one keeps two."""
 
 _CELL = ["_curve", "_x"]
 _BLOCK = ["_curve", "_x", "_session"]
@@ -59,7 +67,8 @@ class Adjusted(NamedTuple):
 def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Test and drop the first trial of each process, per curve."""
     first = pl.col(key) == pl.col(key).min().over(["_curve", "_session"])
-    marked = frame.with_columns(first.alias("_first"))
+    enough = pl.len().over(_BLOCK) >= FIRST_TRIAL_KEEP
+    marked = frame.with_columns((first & enough).alias("_first"))
     rest = (
         marked.filter(~pl.col("_first")).group_by(_BLOCK).agg(pl.col("_ly").median().alias("_rest"))
     )
@@ -77,7 +86,8 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     n = diffs.get_column("n_processes").to_numpy()
     up = diffs.get_column("_up").to_numpy()
     p = stats.binom.sf(up - 1, n, 0.5)
-    dropped = (p < FIRST_TRIAL_LEVEL) & (n >= 3)
+    ratio = diffs.get_column("ratio").to_numpy()
+    dropped = (p < FIRST_TRIAL_LEVEL) & (n >= 3) & (ratio >= FIRST_TRIAL_RATIO)
     table = diffs.with_columns(
         pl.Series("p_value", p, dtype=pl.Float64), pl.Series("dropped", dropped)
     ).drop("_up")
@@ -145,9 +155,15 @@ def _session_offsets(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by(["_curve", "_session"])
         .agg(pl.col("_dev").median().alias("_offset"))
     )
+    # their spread is the lottery of a fresh process, which a cell's interval carries
+    spread = offsets.group_by("_curve").agg(pl.col("_offset").var().fill_null(0.0).alias("_svar"))
     return (
         frame.join(offsets, on=["_curve", "_session"], how="left")
-        .with_columns((pl.col("_ly") - pl.col("_offset").fill_null(0.0)).alias("_adj"))
+        .join(spread, on="_curve", how="left")
+        .with_columns(
+            (pl.col("_ly") - pl.col("_offset").fill_null(0.0)).alias("_adj"),
+            pl.col("_svar").fill_null(0.0),
+        )
         .drop("_offset")
     )
 
@@ -188,7 +204,11 @@ def adjust_trials(frame: pl.DataFrame) -> Adjusted:
 
 
 def cell_arrays(frame: pl.DataFrame) -> pl.DataFrame:
-    """Return the cells: per ``(curve, x)`` the trial count, sessions, median and level."""
+    """Return the cells: per ``(curve, x)`` trials, sessions, median, level and spreads.
+
+    ``own_var``: the variance of the cell's adjusted trials; ``session_var``: that of
+    its curve's process offsets (0 without processes spanning three cells).
+    """
     return (
         frame.group_by(_CELL)
         .agg(
@@ -196,6 +216,8 @@ def cell_arrays(frame: pl.DataFrame) -> pl.DataFrame:
             pl.col("_session").n_unique().alias("n_sessions"),
             pl.col("_y").median().alias("median"),
             pl.col("_adj").median().alias("level"),
+            pl.col("_adj").var().fill_null(0.0).alias("own_var"),
+            pl.col("_svar").first().alias("session_var"),
         )
         .sort(_CELL)
     )

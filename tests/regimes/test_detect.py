@@ -166,7 +166,7 @@ def _anomaly_rows(rep) -> list[tuple]:
     return rep.anomalies.select("model", "start", "end", "kind").rows()
 
 
-def test_invariant_to_scale_row_order_and_repeatable(assert_frame_close) -> None:
+def test_invariant_to_scale_row_order_and_repeatable() -> None:
     trials = _synthetic_with_spike()
     base = detect_regimes(trials)
     assert base.anomalies.height == 3
@@ -174,15 +174,19 @@ def test_invariant_to_scale_row_order_and_repeatable(assert_frame_close) -> None
     shuffled = detect_regimes(trials.sample(fraction=1.0, shuffle=True, seed=5))
     again = detect_regimes(trials)
     assert _anomaly_rows(scaled) == _anomaly_rows(base) == _anomaly_rows(shuffled)
-    assert np.allclose(scaled.anomalies["ratio"], base.anomalies["ratio"])
-    assert np.allclose(scaled.anomalies["p_value"], base.anomalies["p_value"], rtol=1e-6)
-    # row order changes only the summation order of floating-point aggregates
-    # row order (and polars' multithreaded sums) changes only the summation order of
-    # floating-point aggregates
+    assert np.allclose(scaled.anomalies["ratio"], base.anomalies["ratio"], rtol=1e-9)
+    bounds = ["start_low", "start_high", "end_low", "end_high"]
+    assert scaled.anomalies.select(bounds).rows() == base.anomalies.select(bounds).rows()
+    # a scaled table differs from the original in the last bits of its logs, and the
+    # bootstrap's discrete choices (which interval a draw selects) may tell them apart in
+    # a draw or two: p-values and bootstrap interval ends stay close, not identical
+    p_base, p_scaled = base.anomalies["p_value"], scaled.anomalies["p_value"]
+    assert ((p_base < 0.01) & (p_scaled < 0.01)).all()
+    assert np.allclose(scaled.anomalies["ratio_low"], base.anomalies["ratio_low"], rtol=0.05)
+    # the trials are put in one order before anything is summed: a shuffled table and a
+    # second call give the same answer, bit for bit
     for other in (shuffled, again):
-        assert _anomaly_rows(other) == _anomaly_rows(base)
-        assert_frame_close(other.curve, base.curve, 1e-9)
-        assert_frame_close(other.anomalies, base.anomalies, 1e-6)
+        assert other.anomalies.equals(base.anomalies) and other.curve.equals(base.curve)
 
 
 def test_groups_are_separate_curves_and_by_overrides() -> None:

@@ -116,7 +116,7 @@ def test_bad_parameters(trials: pl.DataFrame) -> None:
 
 
 def test_not_a_frame() -> None:
-    with pytest.raises(RegimesInputError, match="DataFrame"):
+    with pytest.raises(RegimesInputError, match="dataframe"):
         detect_regimes([1, 2, 3])
 
 
