@@ -254,12 +254,18 @@ class AnalysisResult:
         wanted = dict.fromkeys([*varying, *self._lead_columns])
         return frame.select([c for c in wanted if c in frame.columns])
 
+    _explanation: ClassVar[bool] = False
+    """Whether the headlines are the report's sentences of an explanation's main table
+    (phases, backends, memory, alignment)."""
+
     def _headlines(self) -> list[str]:
         """Return one sentence per finding, for the notebook view.
 
-        By default the sentences of an explanation's main table (the report's); results
-        with findings of their own kind override this.
+        An explanation's are the report's sentences of its main table; other results
+        override this, or have none.
         """
+        if not self._explanation:
+            return []
         from regimes.viz._findings import explanation_findings
 
         return explanation_findings(self)

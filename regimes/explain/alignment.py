@@ -81,6 +81,7 @@ class AlignmentResult(AnalysisResult):
 
     _tables = ("boundaries", "positions")
     _title = "Boundary alignment"
+    _explanation = True
 
     @property
     def tolerance(self) -> int:

@@ -83,6 +83,7 @@ class BackendResult(AnalysisResult):
 
     _tables = ("comparisons", "verdicts")
     _title = "Backend specificity"
+    _explanation = True
 
     @property
     def alpha(self) -> float:

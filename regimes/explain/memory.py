@@ -118,6 +118,7 @@ class MemoryResult(AnalysisResult):
 
     _tables = ("effects",)
     _title = "Memory confound"
+    _explanation = True
 
     @property
     def memory(self) -> str:

@@ -122,6 +122,7 @@ class PhaseResult(AnalysisResult):
 
     _tables = ("phases",)
     _title = "Phase attribution"
+    _explanation = True
 
     @property
     def level(self) -> float:
