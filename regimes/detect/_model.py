@@ -5,8 +5,9 @@ bootstrap draws (docs/method.md, sections 2-5):
 
 1. fit :math:`\ell = g + Z\delta + e` to the cell levels (:mod:`regimes._stats.scan`);
 2. write each regime touching the first cell, which the model cannot tell from its
-   complement (the trend has a free constant), as that complement: a curve starts at
-   its normal level, so a departure from the start on is a step to the end;
+   complement (the trend has a free constant), as that complement, a step to the end
+   (a curve starts at its normal level), unless it covers only the first one or two
+   budgets (:data:`START_CELLS`);
 3. test each regime in ``direction`` against ``min_ratio`` (TREAT:
    :math:`z = (|\hat\delta| - \log r_0)/\mathrm{se}`), and the boundaries of every
    regime, whatever its direction, as change points with the same statistic;
@@ -135,9 +136,9 @@ class _Options(NamedTuple):
 def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, float, float]], float]:
     """Return the row's regimes as ``(start, end, delta, se)``, and the trend's shift.
 
-    A regime touching the first cell becomes its complement, a step to the end (the
-    same model, the trend taking ``delta`` as its constant): a curve starts at its
-    normal level.
+    A regime touching the first cell and its complement, a step to the end, are the same
+    model (the trend takes ``delta`` as its constant); which one it is, is
+    :func:`_as_step`'s to say.
     """
     starts, ends = candidate_intervals(t)
     out, shift = [], 0.0
@@ -146,10 +147,25 @@ def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, flo
             continue
         a, b = int(starts[c]), int(ends[c])
         delta, se = float(fit.delta[row, j]), float(fit.se_unit[row, j] * fit.sigma[row])
-        if a == 0:
+        if a == 0 and _as_step(b, t):
             a, b, shift, delta = b + 1, t - 1, shift + delta, -delta
         out.append((a, b, delta, se))
     return out, shift
+
+
+START_CELLS = 2
+"""Longest regime read at the start of the grid; a longer one is a step to the end."""
+
+
+def _as_step(end: np.ndarray | int, t: int) -> np.ndarray | bool:
+    """Whether the regime ``[0, end]`` is read as its complement, a step to the end.
+
+    A curve starts at its normal level, so a departure from the start is a step (up or
+    down) from where the curve leaves it, unless it is over by :data:`START_CELLS` cells
+    and shorter than the rest: then it is an edge, or a spike over the first budgets.
+    """
+    width = np.asarray(end) + 1
+    return (width > START_CELLS) | (t - width < width)
 
 
 def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, float]:
@@ -172,7 +188,7 @@ def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarra
     delta = fit.delta
     starts, ends = candidate_intervals(t)
     idx = np.maximum(fit.chosen, 0)
-    flip = used & (starts[idx] == 0)
+    flip = used & (starts[idx] == 0) & _as_step(ends[idx], t)
     signed = np.where(flip, -delta, delta)
     tested = used & ((o.direction == "both") | ((signed > 0) == (o.direction == "up")))
     z = np.where(tested, (np.abs(signed) - o.tau0) / se, -np.inf)
@@ -266,7 +282,7 @@ def _canonical(fit: RowFit, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     used = fit.chosen >= 0
     idx = np.maximum(fit.chosen, 0)
     a, b = starts[idx], ends[idx]
-    flip = used & (a == 0)
+    flip = used & (a == 0) & _as_step(b, t)
     a, b = np.where(flip, b + 1, a), np.where(flip, t - 1, b)
     delta = np.where(used, np.where(flip, -fit.delta, fit.delta), np.nan)
     return a, b, delta

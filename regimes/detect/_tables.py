@@ -15,7 +15,14 @@ from regimes.detect._model import MAX_CELLS, MIN_CELLS, SENSITIVITY_WIDTHS, Curv
 from regimes.detect._result import RegimeResult
 from regimes.detect._trials import Adjusted
 
-__all__ = ["INCONCLUSIVE_RATIO", "Decision", "assemble"]
+__all__ = ["CAVEAT_START", "INCONCLUSIVE_RATIO", "Decision", "assemble"]
+
+CAVEAT_START = (
+    "starts at the grid's first budget, where one second difference holds the trend and "
+    "it may bend with the data: the ratio may run low and its interval miss "
+    "(docs/method.md, Known limits)"
+)
+"""The ``caveat`` of an anomaly at the first budget (``bench/trust.py``, ``tests``)."""
 
 INCONCLUSIVE_RATIO = 3.0
 """A curve that could not have found a 2-cell spike below this ratio is inconclusive."""
@@ -149,15 +156,13 @@ def _kind(r: Regime, t: int) -> tuple[str, bool | None]:
 
 
 def _ratio_interval(r: Regime, df: float, level: float) -> tuple[float, float]:
-    """Return the wider, at each end, of the t interval and the basic bootstrap interval.
+    """Return the ratio's t interval at ``level``, on the regime's moderated noise.
 
-    The t interval holds the interval fixed; the bootstrap one re-selects it in every
-    draw (2 delta minus the draws' quantiles), so it carries the selection's own spread.
+    The interval of the selected regime, held fixed: the one its TREAT test is the dual
+    of, so a reported anomaly's lower bound clears ``min_ratio`` when its test does.
     """
     half = float(stats.t.ppf((1 + level) / 2, df)) * r.se
-    low = min(r.delta - half, 2 * r.delta - r.boot_delta[1])
-    high = max(r.delta + half, 2 * r.delta - r.boot_delta[0])
-    return float(np.exp(low)), float(np.exp(high))
+    return float(np.exp(r.delta - half)), float(np.exp(r.delta + half))
 
 
 def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
@@ -184,7 +189,7 @@ def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Da
                     recovered,
                     kind,
                     r.end - r.start + 1,
-                    None,
+                    CAVEAT_START if r.start == 0 else None,
                     *xv[3:],
                 ]
             )
