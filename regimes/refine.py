@@ -6,8 +6,11 @@ until the bracket is ``resolution`` tokens wide:
 
 1. the run's grid is analysed (:func:`regimes.detect_regimes`, and
    :func:`regimes.cache_speedup` when both cache settings were measured); every
-   significant boundary gets its grid bracket and the two levels it separates, a smooth
-   normal trend and the anomalous level next to it (:mod:`regimes._refine.brackets`);
+   significant boundary gets its starting bracket, the grid budgets the detection's
+   bootstrap bounds it by (``start_low..start_high`` of an onset, ``end_low..end_high``
+   of a recovery, widened to the grid budget on the normal side), and the two levels it
+   separates, a smooth normal trend and the anomalous level next to it
+   (:mod:`regimes._refine.brackets`);
 2. the next probe is the budget that best splits the boundary's remaining uncertainty
    (probabilistic bisection; :mod:`regimes._refine.design`);
 3. each probe is measured in batches, each in a fresh session, and decided "left" or
@@ -200,8 +203,11 @@ def refine_boundaries(
     grid : sequence of int, optional
         The budgets the detection sees; default the run's spec budgets (``meta.json``)
         or, for a frame, every budget in it.
-    alpha, min_ratio, n_boot, seed
+    alpha, min_ratio
         Passed to :func:`regimes.detect_regimes` (and :func:`regimes.cache_speedup`).
+    n_boot, seed
+        Passed to :func:`regimes.detect_regimes`: its bootstrap draws, which set the
+        bounds each boundary's starting bracket is read from.
 
     Returns
     -------
@@ -648,8 +654,10 @@ def _speedup(on_grid: pl.DataFrame, options: dict[str, Any]) -> Any:
         return None
     from regimes.speedup import cache_speedup
 
+    # the speedup resamples nothing: the detection's bootstrap options are not its own
+    shared = {k: v for k, v in options.items() if k not in ("n_boot", "seed")}
     try:
-        return cache_speedup(on_grid, **options)
+        return cache_speedup(on_grid, **shared)
     except RegimesInputError:
         return None
 

@@ -54,6 +54,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from regimes._deprecation import deprecate_parameters
 from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult, native_library, untested_frame
 from regimes._stats.anomaly_table import Interval, anomaly_frame
 from regimes._stats.between_cell import curve_taus
@@ -65,7 +66,7 @@ from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
 from regimes._stats.trends import level_trend
 from regimes.data._prepare import prepare_trials
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
+from regimes.data.schema import check_fraction, check_min_ratio
 from regimes.errors import RegimesInputError, RegimesWarning
 from regimes.explain._anomalies import group_label, summary_text
 
@@ -239,6 +240,9 @@ class _SpeedupCurve(NamedTuple):
     reason: str | None
 
 
+@deprecate_parameters(
+    "n_boot", "seed", reason="the speedup's intervals are t intervals and draw nothing"
+)
 def cache_speedup(
     df: Any,
     x: str = "budget",
@@ -247,8 +251,6 @@ def cache_speedup(
     *,
     alpha: float = 0.05,
     min_ratio: float = 1.25,
-    n_boot: int = 2000,
-    seed: int = 0,
     level: float = 0.95,
     session: str | None = None,
 ) -> SpeedupResult:
@@ -275,11 +277,6 @@ def cache_speedup(
         False discovery rate of the collapses (Benjamini-Hochberg across the call).
     min_ratio : float, default 1.25
         A collapse keeps at most ``1 / min_ratio`` of the trend's speedup.
-    n_boot : int, default 2000
-        Validated and kept in ``params`` for one signature with the analyses that
-        resample; the speedup's intervals are t intervals and draw nothing.
-    seed : int, default 0
-        As ``n_boot``; the result is deterministic.
     level : float, default 0.95
         Confidence level of every interval.
     session : str, optional
@@ -303,6 +300,9 @@ def cache_speedup(
     RegimesWarning
         When cells measured one way only, exact duplicates or single-trial cells are
         left out.
+    DeprecationWarning
+        When ``n_boot`` or ``seed`` is passed: the speedup draws nothing, and they are
+        removed in 0.2.
 
     See Also
     --------
@@ -342,8 +342,6 @@ def cache_speedup(
     """
     check_fraction(alpha=alpha, level=level)
     check_min_ratio(min_ratio)
-    check_n_boot(n_boot, level=level)
-    check_seed(seed)
     frame, group_columns = _prepare(df, x, y, by, session)
     params = dict(
         x=x,
@@ -351,8 +349,6 @@ def cache_speedup(
         by=by,
         alpha=alpha,
         min_ratio=min_ratio,
-        n_boot=n_boot,
-        seed=seed,
         level=level,
         session=session,
     )

@@ -3,9 +3,15 @@
 Every significant boundary of the coarse grid becomes a :class:`Boundary`: the onset and
 the recovery of each anomaly of :func:`regimes.detect_regimes`, each significant change
 point that is not one of those, and the onset and recovery of each collapse of
-:func:`regimes.cache_speedup`. Its bracket is the pair of neighbouring grid budgets that
-the detection tells apart: ``low`` is on the boundary's left side (the last normal budget
-of an onset, the last anomalous one of a recovery), ``high`` on its right side.
+:func:`regimes.cache_speedup`. Its bracket is the pair of grid budgets that the
+detection's bootstrap bounds put on either side of it: ``low`` is on the boundary's left
+side (the grid budget before ``start_low`` for an onset, ``end_low`` for a recovery,
+the one before ``after_low`` for a change), ``high`` on its right side (``start_high``,
+the grid budget after ``end_high``, ``after_high``). Where the bounds are one budget (a
+sharp boundary) this is the one grid step the point estimate names; grid budgets inside a
+wider bracket are probes already measured, decided like any other
+(:mod:`regimes._refine.design`). A speedup collapse has no bounds: its bracket is the one
+grid step.
 
 A probe in the bracket is decided between two levels on the log scale, each a straight
 line in ``log budget``:
@@ -65,7 +71,7 @@ class Component:
 
 @dataclass(frozen=True)
 class Boundary:
-    """A boundary between two neighbouring grid budgets, and the levels either side."""
+    """A boundary bracketed by two grid budgets, and the levels either side."""
 
     source: str
     group: dict[str, Any]
@@ -211,25 +217,62 @@ def _interval_boundaries(
 ) -> tuple[list[_Found], list[str]]:
     """Bracket the onset and recovery of one anomalous interval.
 
-    Each side's level is the mean of its (at most :data:`SIDE_CELLS`) cells nearest the
-    boundary, carried along the trend's local slope: inside the interval, and outside
+    The onset's bracket runs from the grid budget before ``start_low`` to
+    ``start_high``, the recovery's from ``end_low`` to the grid budget after
+    ``end_high`` (:func:`_bounds`): every budget the detection's bootstrap could not
+    place on one side is inside it, and the bisection decides it as a probe. Each
+    side's level is the mean of its (at most :data:`SIDE_CELLS`) cells nearest the
+    bracket, carried along the trend's local slope: inside the interval, and outside
     it up to the next flagged cell. Also return the reasons for the boundaries that
     have no bracket (at an end of the grid).
     """
     normal, odd = states
     found, missing = [], []
     i, j = cells.index(row["start"]), cells.index(row["end"])
+    (first, onset), (recovery, last) = _bounds(row, cells, i, j)
     if i == 0:
         missing.append(f"the {odd} interval starting at {row['start']} starts the grid")
     else:
-        outside = _unflagged(cells, range(i - 1, max(-1, i - 1 - SIDE_CELLS), -1))
-        inside = list(range(i, min(i + SIDE_CELLS, j + 1)))
-        found.append(_sides(cells, "onset", i - 1, outside, inside, states))
+        outside = _unflagged(cells, range(first, max(-1, first - SIDE_CELLS), -1))
+        inside = list(range(onset, max(onset + 1, min(onset + SIDE_CELLS, j + 1))))
+        found.append(_sides(cells, "onset", (first, onset), outside, inside, states))
     if row["recovered"] and j + 1 < cells.budgets.size:
-        inside = list(range(max(i, j - SIDE_CELLS + 1), j + 1))
-        outside = _unflagged(cells, range(j + 1, min(cells.budgets.size, j + 1 + SIDE_CELLS)))
-        found.append(_sides(cells, "recovery", j, inside, outside, (odd, normal)))
+        inside = list(range(min(recovery, max(i, recovery - SIDE_CELLS + 1)), recovery + 1))
+        outside = _unflagged(cells, range(last, min(cells.budgets.size, last + SIDE_CELLS)))
+        found.append(_sides(cells, "recovery", (recovery, last), inside, outside, (odd, normal)))
     return found, missing
+
+
+def _bounds(
+    row: dict[str, Any], cells: _CurveCells, i: int, j: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Cell indices of the onset's and the recovery's brackets, ``(left, right)`` each.
+
+    The detection bounds the first anomalous budget by ``start_low..start_high`` and
+    the last by ``end_low..end_high``; the bracket widens each to the neighbouring grid
+    budget on its normal side, so that its left end is on the boundary's left side and
+    its right end on its right side, as the bisection needs. Without bounds (a speedup
+    collapse) or with bounds that do not hold the interval's own start or end, the
+    bracket is the one grid step around it. The bracket never leaves the grid.
+    """
+    last_cell = cells.budgets.size - 1
+    low_start = cells.index(_bound(row, "start_low", i, cells))
+    high_start = cells.index(_bound(row, "start_high", i, cells))
+    low_end = cells.index(_bound(row, "end_low", j, cells))
+    high_end = cells.index(_bound(row, "end_high", j, cells))
+    if not low_start <= i <= high_start:
+        low_start = high_start = i
+    if not low_end <= j <= high_end:
+        low_end = high_end = j
+    onset = (max(0, low_start - 1), high_start)
+    recovery = (low_end, min(last_cell, high_end + 1))
+    return onset, recovery
+
+
+def _bound(row: dict[str, Any], name: str, default: int, cells: _CurveCells) -> int:
+    """Return the budget ``row[name]``, or the budget of cell ``default`` when it has none."""
+    value = row.get(name)
+    return int(cells.budgets[default]) if value is None else int(value)
 
 
 def _unflagged(cells: _CurveCells, indices: range) -> list[int]:
@@ -245,19 +288,24 @@ def _unflagged(cells: _CurveCells, indices: range) -> list[int]:
 def _sides(
     cells: _CurveCells,
     kind: str,
-    low: int,
+    bracket: tuple[int, int],
     left: list[int],
     right: list[int],
     states: tuple[str, str],
 ) -> _Found:
-    """Bracket a boundary between cells ``low`` and ``low + 1`` from each side's cells."""
+    """Bracket a boundary between cells ``bracket`` from each side's cells.
+
+    The left level is anchored at the bracket's left cell, the right level at its
+    right cell; the trend's slope is read next to the left cell.
+    """
+    low, high = bracket
     slope = cells.local_slope(low)
     left_line, left_var = cells.side_line(left, low, slope)
-    right_line, right_var = cells.side_line(right, low + 1, slope)
+    right_line, right_var = cells.side_line(right, high, slope)
     return _Found(
         kind,
         int(cells.budgets[low]),
-        int(cells.budgets[low + 1]),
+        int(cells.budgets[high]),
         left_line,
         right_line,
         states,
@@ -265,16 +313,29 @@ def _sides(
     )
 
 
-def _change_boundary(cells: _CurveCells, i: int) -> _Found:
+def _change_boundary(cells: _CurveCells, i: int, after: tuple[int, int]) -> _Found:
     """Bracket a change between cells ``i - 1`` and ``i``.
 
-    Each side's level is the mean of its segment's (at most :data:`SIDE_CELLS`) cells
-    nearest the change, carried along the trend's local slope.
+    ``after``: the cells of ``after_low`` and ``after_high``, the detection's bounds on
+    the first budget after the change; the bracket runs from the cell before the first
+    to the second. Each side's level is the mean of its segment's (at most
+    :data:`SIDE_CELLS`) cells nearest the bracket, carried along the trend's local
+    slope. Bounds that do not hold ``i``, or leave a side no cell of its segment, give
+    the one grid step around it.
     """
     same = cells.segment
-    left = [k for k in range(i - 1, max(-1, i - 1 - SIDE_CELLS), -1) if same[k] == same[i - 1]]
-    right = [k for k in range(i, min(same.size, i + SIDE_CELLS)) if same[k] == same[i]]
-    return _sides(cells, "change", i - 1, left, right, ("before", "after"))
+
+    def sides(first: int, last: int) -> tuple[list[int], list[int]]:
+        left = range(first - 1, max(-1, first - 1 - SIDE_CELLS), -1)
+        right = range(last, min(same.size, last + SIDE_CELLS))
+        return [k for k in left if same[k] == same[i - 1]], [k for k in right if same[k] == same[i]]
+
+    first, last = (max(1, after[0]), after[1]) if after[0] <= i <= after[1] else (i, i)
+    left, right = sides(first, last)
+    if not left or not right:
+        first, last = i, i
+        left, right = sides(i, i)
+    return _sides(cells, "change", (first - 1, last), left, right, ("before", "after"))
 
 
 def boundaries_from(
@@ -302,11 +363,16 @@ def boundaries_from(
         untested += [group | {"reason": reason} for reason in missing]
         comps = (Component(key, 1.0, noise[key]),)
         boundaries += [_boundary("latency", group, f, comps) for f in found]
-        taken.update((key, f.low, f.high) for f in found)
+        taken.update(_grid_steps(cells[key], key, row))
     for row in report.change_points.filter(pl.col("significant")).iter_rows(named=True):
         key = tuple(row[c] for c in columns)
         if (key, row["x_before"], row["x_after"]) not in taken:
-            found_change = _change_boundary(cells[key], cells[key].index(row["x_after"]))
+            c = cells[key]
+            after = (
+                c.index(_bound(row, "after_low", c.index(row["x_after"]), c)),
+                c.index(_bound(row, "after_high", c.index(row["x_after"]), c)),
+            )
+            found_change = _change_boundary(c, c.index(row["x_after"]), after)
             group = {c: row[c] for c in columns}
             comps = (Component(key, 1.0, noise[key]),)
             boundaries.append(_boundary("latency", group, found_change, comps))
@@ -315,6 +381,21 @@ def boundaries_from(
         boundaries += more
         untested += reasons
     return boundaries, untested
+
+
+def _grid_steps(
+    cells: _CurveCells, key: tuple[Any, ...], row: dict[str, Any]
+) -> list[tuple[tuple[Any, ...], int, int]]:
+    """Return the grid steps of an anomaly's onset and recovery, as change points name them.
+
+    A change point at one of them is that boundary, already bracketed (from the
+    anomaly's bounds, which may be wider than the step).
+    """
+    i, j = cells.index(row["start"]), cells.index(row["end"])
+    b = cells.budgets
+    steps = [(key, int(b[i - 1]), int(b[i]))] if i > 0 else []
+    recovers = bool(row["recovered"]) and j + 1 < b.size
+    return steps + ([(key, int(b[j]), int(b[j + 1]))] if recovers else [])
 
 
 def _boundary(

@@ -80,7 +80,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         sys.stdout.write(flat(result.anomalies).write_csv())
     else:
-        print("\n".join(headlines(result)))
+        print("\n".join(headlines(result, meta=run.meta)))
         print()
         print(result_summary(result))
     if args.outdir is not None:

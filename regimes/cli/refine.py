@@ -72,6 +72,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--min-ratio", type=at_least_one, default=1.25, help="the grid detection's min_ratio"
     )
+    parser.add_argument(
+        "--n-boot",
+        type=whole_number,
+        default=200,
+        help="bootstrap draws of the grid detection, whose bounds on each boundary are "
+        "the starting brackets (default 200)",
+    )
     parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0 (default 0)")
     parser.set_defaults(handler=run_refine)
 
@@ -91,6 +98,7 @@ def run_refine(args: argparse.Namespace) -> int:
             min_sessions=args.min_sessions,
             alpha=args.alpha,
             min_ratio=args.min_ratio,
+            n_boot=args.n_boot,
             seed=args.seed,
         )
     except KeyboardInterrupt:

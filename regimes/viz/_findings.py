@@ -8,6 +8,7 @@ q = 4e-24, and recovers at 640``. The explanations add one sentence per anomaly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,12 @@ from regimes.viz import _style as style
 from regimes.viz._frames import GROUP_FIELD, group_labels, optional_frame, report_axes, sig3
 
 _PLURAL = {"budget": "budgets", "total_tokens": "total lengths"}
+
+SENSITIVITY_WIDTH = 2
+"""The spike width, in grid budgets, whose detectable ratio the sentences quote."""
+
+_LISTED = 10
+"""Most curves of one status given a sentence each; more share one sentence."""
 
 
 def labelled(
@@ -40,6 +47,20 @@ def span(row: dict[str, Any], x: str, *, plural: bool = True) -> str:
         return f"{x.replace('_', ' ')} {row['start']}"
     word = _PLURAL.get(x, x) if plural else x
     return f"{word} {row['start']}..{row['end']}"
+
+
+def _bounds(row: dict[str, Any], x: str) -> str:
+    """`` (onset within 496..528, end within 608..640)``: the boundaries' bootstrap bounds.
+
+    Only a boundary whose bounds span more than its own budget is named; nothing when
+    both are sharp or the row carries no bounds.
+    """
+    word = _PLURAL.get(x, x)
+    parts = []
+    for name, low, high in (("onset", "start_low", "start_high"), ("end", "end_low", "end_high")):
+        if row.get(low) is not None and row.get(high) is not None and row[low] != row[high]:
+            parts.append(f"{name} within {word} {row[low]}..{row[high]}")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _ci(row: dict[str, Any], low: str = "ratio_low", high: str = "ratio_high") -> str:
@@ -82,11 +103,12 @@ def anomaly_findings(regimes: Any) -> list[str]:
     found = labelled(optional_frame(regimes, "anomalies"), group_columns, labels)
     lines = [
         (f"{row[GROUP_FIELD]}: " if several else "")
-        + f"{style.quantity(y)} at {span(row, x)} is {sig3(row['ratio'])}x its trend "
-        f"({level} CI {_ci(row)}){_q(row)}{after(row)}"
+        + f"{style.quantity(y)} at {span(row, x)}{_bounds(row, x)} is {sig3(row['ratio'])}x "
+        f"its trend ({level} CI {_ci(row)}){_q(row)}{after(row)}"
         for row in found.iter_rows(named=True)
     ]
-    if lines:
+    # a negative result is worded per curve by its sensitivity (sensitivity_findings)
+    if lines or optional_frame(regimes, "sensitivity") is not None:
         return lines
     params = getattr(regimes, "params", None) or {}
     return [
@@ -95,6 +117,130 @@ def anomaly_findings(regimes: Any) -> list[str]:
         f"x{params.get('min_ratio', '?')} or more at a false discovery rate of "
         f"{params.get('alpha', '?')}."
     ]
+
+
+def sensitivity_findings(regimes: Any, meta: dict[str, Any] | None = None) -> list[str]:
+    """Say what each curve's detection could have found, and how quiet its machine was.
+
+    The one wording of a detection's sensitivity, shared by ``regimes analyze``, the
+    report and the notebook view. A curve without an anomaly reads ``no anomaly; spikes
+    of 1.4x or more over 2 budgets would have been found``; an inconclusive curve (its
+    detectable ratio over :data:`SENSITIVITY_WIDTH` budgets above the detection's limit)
+    reads ``inconclusive: only spikes of 4.2x or more over 2 budgets could have been
+    found``, with or without an anomaly. Ratios are rounded up to two digits, so the
+    sentence never promises more than the detection can. Then one line per hygiene
+    warning the run recorded when it was collected (``meta.json``; see
+    :func:`hygiene_warnings`).
+
+    Parameters
+    ----------
+    regimes : RegimeResult
+        The result of :func:`regimes.detect_regimes` (its ``sensitivity`` table).
+    meta : dict, optional
+        The run's metadata (:attr:`regimes.Run.meta`), for its hygiene warnings.
+
+    Returns
+    -------
+    list of str
+        One sentence per curve (one per status past :data:`_LISTED` curves), then the
+        warnings; empty for a result without a sensitivity table and a quiet machine.
+    """
+    x, _, group_columns = report_axes(regimes)
+    lines = _sensitivity_lines(regimes, x, group_columns)
+    warnings = hygiene_warnings(meta or {})
+    if warnings:
+        lines.append(
+            "measured on a machine that was not quiet, which widens what a negative result "
+            "could miss: " + "; ".join(warnings)
+        )
+    return lines
+
+
+def _sensitivity_lines(regimes: Any, x: str, group_columns: list[str]) -> list[str]:
+    table = optional_frame(regimes, "sensitivity")
+    if table is None or "width" not in table.columns:
+        return []
+    labels = group_labels(regimes.curve, group_columns)[0]
+    several = labels.height > 1
+    rows = labelled(table.filter(pl.col("width") == SENSITIVITY_WIDTH), group_columns, labels)
+    anomalies = optional_frame(regimes, "anomalies")
+    keys = [c for c in group_columns if c in rows.columns]
+    if anomalies is not None and keys:
+        found = anomalies.select(keys).unique()
+        rows = rows.join(found.with_columns(pl.lit(True).alias("_found")), on=keys, how="left")
+    else:
+        rows = rows.with_columns(pl.lit(anomalies is not None).alias("_found"))
+    rows = rows.with_columns(pl.col("_found").fill_null(False))
+    inconclusive = rows.filter(pl.col("status") == "inconclusive")
+    tested = rows.filter((pl.col("status") != "inconclusive") & ~pl.col("_found"))
+    word = _PLURAL.get(x, f"{x} values")
+    lines = []
+    for frame, template in (
+        (tested, "no anomaly; spikes of {r}x or more over {w} {word} would have been found"),
+        (
+            inconclusive,
+            "inconclusive: only spikes of {r}x or more over {w} {word} could have been found",
+        ),
+    ):
+        ratios = frame.get_column("detectable_ratio").to_list()
+        if frame.height > _LISTED:
+            low, high = _ratio_text(min(ratios)), _ratio_text(max(ratios))
+            text = template.format(r=f"{low}-{high}", w=SENSITIVITY_WIDTH, word=word)
+            lines.append(f"{frame.height} curves: {text}")
+            continue
+        for row in frame.iter_rows(named=True):
+            text = template.format(
+                r=_ratio_text(row["detectable_ratio"]), w=SENSITIVITY_WIDTH, word=word
+            )
+            lines.append((f"{row[GROUP_FIELD]}: " if several else "") + text)
+    return lines
+
+
+def _ratio_text(ratio: float | None) -> str:
+    """Round a detectable ratio up to two significant digits: 1.326 reads ``1.4``."""
+    if ratio is None or not math.isfinite(ratio):
+        return "any"
+    digits = 1 - math.floor(math.log10(abs(ratio)))
+    scaled = math.ceil(round(ratio * 10**digits, 9)) / 10**digits
+    return f"{scaled:.{max(digits, 0)}f}"
+
+
+def hygiene_warnings(meta: dict[str, Any]) -> list[str]:
+    """Return the collection-time hygiene warnings a run's ``meta.json`` holds.
+
+    A local sweep keeps them under ``hygiene.warnings``; a fleet sweep keeps each host's
+    under ``fleet.hosts.<host>.hygiene.warnings``, named here by their host.
+
+    Parameters
+    ----------
+    meta : dict
+        The run's metadata.
+
+    Returns
+    -------
+    list of str
+        Every warning, in the order stored (empty when the machine was quiet or the run
+        predates the checks).
+
+    Examples
+    --------
+    >>> hygiene_warnings({"hygiene": {"warnings": ["load average 6.0 on 4 CPUs"]}})
+    ['load average 6.0 on 4 CPUs']
+    >>> hygiene_warnings({"fleet": {"hosts": {"m1": {"hygiene": {"warnings": ["on battery"]}}}}})
+    ['host m1: on battery']
+    """
+    found = [str(w) for w in _stored_warnings(meta)]
+    hosts = (meta.get("fleet") or {}).get("hosts") or {}
+    if isinstance(hosts, dict):
+        for name, host in hosts.items():
+            found += [f"host {name}: {w}" for w in _stored_warnings(host)]
+    return found
+
+
+def _stored_warnings(record: Any) -> list[Any]:
+    hygiene = record.get("hygiene") if isinstance(record, dict) else None
+    warnings = hygiene.get("warnings") if isinstance(hygiene, dict) else None
+    return list(warnings) if isinstance(warnings, list) else []
 
 
 def collapse_findings(speedup: Any, x: str) -> list[str]:

@@ -64,7 +64,10 @@ def latency_chart(
     (the interval's level over the trend set by its flanks, with its CI);
     every measured trial as a faint point; the CI band of the median; the smooth trend
     (``baseline``, dashed); the median line; change points as vertical rules at the
-    midpoint between ``x_before`` and ``x_after`` (the significant ones). Every mark
+    midpoint between ``x_before`` and ``x_after`` (the significant ones); at the top of
+    the panel, a bracket at each interval's onset and end, from ``start_low`` to
+    ``start_high`` and from ``end_low`` to ``end_high`` (the grid budgets the
+    detection's bootstrap bounds each boundary by; one tick where it is sharp). Every mark
     has a tooltip. Under the panels, an overview strip of each group's median over its
     trend carries a brush: dragging across it zooms every panel to that x range. With
     two groups or more a drop-down shows one group at a time.
@@ -160,6 +163,9 @@ def _latency_parts(
     anomalies = optional_frame(report, "anomalies")
     if anomalies is not None:
         parts["interval"] = interval_part(anomalies, curve, labels, group_columns, x)
+        bounds = bounds_part(anomalies, labels, group_columns)
+        if bounds is not None:
+            parts["bounds"] = bounds
     change = _change_part(report, labels, group_columns)
     if change is not None:
         parts["change"] = change
@@ -168,6 +174,39 @@ def _latency_parts(
             trials.select([*group_columns, x, y]), labels, group_columns
         ).select([GROUP_FIELD, x, y])
     return parts
+
+
+_BOUND_COLUMNS = ("start_low", "start_high", "end_low", "end_high")
+
+
+def bounds_part(
+    anomalies: pl.DataFrame, labels: pl.DataFrame, group_columns: Sequence[str]
+) -> pl.DataFrame | None:
+    """Each anomaly's two boundary brackets: ``bound_low`` to ``bound_high`` per row.
+
+    One row for the onset (``start_low..start_high``, the grid budgets that bound the
+    first anomalous one) and one for the end (``end_low..end_high``, the last); None
+    when the anomalies carry no bounds (a result made before they existed).
+    """
+    if anomalies.height == 0 or not set(_BOUND_COLUMNS) <= set(anomalies.columns):
+        return None
+    keys = [c for c in group_columns if c in anomalies.columns]
+    named = attach_labels(anomalies, labels, keys)
+    sides = [
+        named.select(
+            GROUP_FIELD,
+            "start",
+            "end",
+            pl.lit(boundary).alias("boundary"),
+            pl.col(low).alias("bound_low"),
+            pl.col(high).alias("bound_high"),
+        )
+        for boundary, low, high in (
+            ("onset", "start_low", "start_high"),
+            ("end", "end_low", "end_high"),
+        )
+    ]
+    return pl.concat(sides, how="vertical_relaxed").drop_nulls(["bound_low", "bound_high"])
 
 
 def _change_part(
@@ -215,6 +254,8 @@ def _latency_layers(
     layers += _curve_layers(x, y, y_axis, level, curve_columns)
     if "change" in drawn:
         layers.append(_change_layer(x, drawn["change"].columns))
+    if "bounds" in drawn:  # on top: a bracket is a few pixels, the curve would hide it
+        layers += _bounds_layers(x)
     return layers
 
 
@@ -317,6 +358,35 @@ def _median_points(x: str, y: str, y_axis: _YAxis, curve_columns: Sequence[str])
         .mark_point(color=style.MEDIAN_COLOR, size=18, filled=True, clip=True)
         .encode(x=x_encoding(x, x), y=y_axis.encode("median"), tooltip=tooltip, **encoding)
     )
+
+
+_BOUNDS_Y = 6
+"""Pixels from the panel's top at which the boundary brackets are drawn: the interval
+labels sit at its foot."""
+
+
+def _bounds_layers(x: str) -> list[alt.Chart]:
+    """Draw a bracket per anomaly boundary: a rule from ``bound_low`` to ``bound_high``.
+
+    Ticks mark its two ends, so a boundary the bootstrap placed on one budget still
+    shows, as one tick at it.
+    """
+    tooltip = [
+        alt.Tooltip(f"{GROUP_FIELD}:N", title="group"),
+        alt.Tooltip("boundary:N", title="boundary"),
+        alt.Tooltip("bound_low:Q", title=f"{style.axis_title(x)} from"),
+        alt.Tooltip("bound_high:Q", title=f"{style.axis_title(x)} to"),
+    ]
+    base = alt.Chart().transform_filter(part("bounds"))
+    rule = base.mark_rule(color=style.ANOMALY_COLOR, strokeWidth=1.5, clip=True).encode(
+        x=x_encoding("bound_low", x), x2="bound_high:Q", y=alt.value(_BOUNDS_Y), tooltip=tooltip
+    )
+    ends = (
+        base.transform_fold(["bound_low", "bound_high"], as_=["bound_end", "bound_x"])
+        .mark_tick(color=style.ANOMALY_COLOR, thickness=1.5, size=8, orient="vertical", clip=True)
+        .encode(x=x_encoding("bound_x", x), y=alt.value(_BOUNDS_Y), tooltip=tooltip)
+    )
+    return [rule, ends]
 
 
 def _change_layer(x: str, columns: Sequence[str]) -> alt.Chart:

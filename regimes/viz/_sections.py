@@ -31,8 +31,9 @@ class ChartSection:
     chart: alt.TopLevelMixin
 
 
-_SHARED_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level", "penalty", "session")
-"""Options of ``detect_regimes`` that ``cache_speedup`` takes too (not ``direction``)."""
+_SHARED_OPTIONS = ("alpha", "min_ratio", "level", "session")
+"""Options of ``detect_regimes`` that ``cache_speedup`` takes too (not ``direction`` nor
+``penalty``, nor the bootstrap's ``n_boot`` and ``seed``: the speedup draws nothing)."""
 
 
 def try_speedup(

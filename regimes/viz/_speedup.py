@@ -84,7 +84,7 @@ def speedup_chart(
     --------
     >>> import regimes
     >>> trials = regimes.simulate.published_gpt2_medium_cache(trials=3, seed=0)
-    >>> sp = regimes.cache_speedup(trials, n_boot=200)
+    >>> sp = regimes.cache_speedup(trials)
     >>> regimes.plot.speedup_chart(sp).to_dict()["title"]["text"]
     'KV-cache speedup by decoding budget'
     """

@@ -123,11 +123,12 @@ class RunReport:
 
     def headlines(self) -> list[str]:
         """One terse line per finding (each anomaly, each speedup collapse)."""
-        return headlines(self.regimes, self.speedup)
+        return headlines(self.regimes, self.speedup, self.meta)
 
     def findings(self) -> list[str]:
         """Return the findings in plain sentences with their numbers."""
         lines = _findings.anomaly_findings(self.regimes)
+        lines += _findings.sensitivity_findings(self.regimes, self.meta)
         if self.comparison is not None:
             lines += _findings.comparison_findings(self.comparison)
         if self.speedup is not None:
@@ -390,8 +391,12 @@ def _per_group(trials: pl.DataFrame, keys: list[str], x: str) -> pl.DataFrame:
 # --------------------------------------------------------------------------- building
 
 
-def headlines(regimes: Any, speedup: Any = None) -> list[str]:
+def headlines(regimes: Any, speedup: Any = None, meta: dict[str, Any] | None = None) -> list[str]:
     """One terse line per anomaly of ``regimes`` and per collapse of ``speedup``.
+
+    Then what the curves without an anomaly, and the inconclusive ones, could have
+    found, and the run's collection-time hygiene warnings
+    (:func:`regimes.viz._findings.sensitivity_findings`).
 
     Parameters
     ----------
@@ -399,13 +404,16 @@ def headlines(regimes: Any, speedup: Any = None) -> list[str]:
         The result of :func:`regimes.detect_regimes`.
     speedup : SpeedupResult, optional
         The result of :func:`regimes.cache_speedup`.
+    meta : dict, optional
+        The run's metadata (``meta.json``), for its hygiene warnings.
 
     Returns
     -------
     list of str
         Groups named by the labels the charts use; each line gives the interval, the
         ratio over the smooth trend with its CI, the q value and whether it recovers.
-        One line saying so when nothing was found.
+        One line saying so when nothing was found and the result carries no
+        sensitivity.
 
     See Also
     --------
@@ -433,6 +441,7 @@ def headlines(regimes: Any, speedup: Any = None) -> list[str]:
             f"{row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
             for row in _findings.labelled(collapses, keys, speed_labels).iter_rows(named=True)
         ]
+    lines += _findings.sensitivity_findings(regimes, meta)
     return lines or [f"no anomaly: {y} follows its smooth trend in every group"]
 
 

@@ -58,9 +58,9 @@ def test_polars_stays_polars_and_to_pandas_to_polars_convert_either_way(trials, 
 
 def test_the_speedup_answers_in_pandas_to_pandas_input():
     table = published_gpt2_medium_cache(trials=5, cv=0.10, seed=0)
-    result = regimes.cache_speedup(table.to_pandas(), n_boot=200)
+    result = regimes.cache_speedup(table.to_pandas())
     assert isinstance(result.speedup, pd.DataFrame) and isinstance(result.collapses, pd.DataFrame)
-    expected = regimes.cache_speedup(table, n_boot=200)
+    expected = regimes.cache_speedup(table)
     assert_frame_equal(pl.from_pandas(result.speedup), expected.speedup, check_dtypes=False)
 
 

@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent(
     import regimes
     df = regimes.load("examples/data/cpu-distilgpt2")
     report = regimes.detect_regimes(df, n_boot=200)
-    speedup = regimes.cache_speedup(df, n_boot=200)
+    speedup = regimes.cache_speedup(df)
     chart = regimes.plot.latency_chart(report, df)
     from regimes.cli import main
     assert main(["analyze", "examples/data/cpu-distilgpt2", "--n-boot", "200"]) == 0

@@ -59,7 +59,7 @@ def test_nothing_found_says_so_and_cells_are_escaped():
 
 def test_a_speedup_view_leads_with_its_collapses():
     table = published_gpt2_medium_cache(trials=5, cv=0.10, seed=0)
-    result = regimes.cache_speedup(table, n_boot=200)
+    result = regimes.cache_speedup(table)
     page = result._repr_html_()
     assert result.collapses.height and "the KV-cache speedup at budget" in page
     assert "<h5>collapses</h5>" in page and "<summary>speedup (" in page

@@ -277,7 +277,7 @@ def test_chart_marks_all_carry_tooltips_units_and_safe_colours(published):
 def test_chart_of_the_published_case_has_trials_band_trend_changes_and_label(published):
     sweep, rep = published
     data = chart_data(result_chart(rep, sweep).to_dict())
-    assert set(data["part"]) == {"curve", "trial", "interval", "change", "overview"}
+    assert set(data["part"]) == {"curve", "trial", "interval", "bounds", "change", "overview"}
     interval = data.filter(pl.col("part") == "interval").row(0, named=True)
     assert (interval["start"], interval["end"]) == (512, 624)
     assert re.fullmatch(r"×\d+\.?\d* \[\d+\.?\d*, \d+\.?\d*\]", interval["label"])

@@ -14,6 +14,7 @@ import pytest
 
 from regimes.data.schema import RegimesInputError
 from regimes.data.simulate import published_gpt2_medium, simulate_sweep
+from regimes.viz._findings import sensitivity_findings
 from regimes.viz.html import RunReport, build_report, headlines
 
 
@@ -49,9 +50,12 @@ def test_report_finds_the_synthetic_spike(report, synthetic_run):
     assert lines[0].startswith(
         f"synthetic-spiky · cache on: latency_s at budget {truth['start']}–{truth['end']} is "
     )
-    assert len(lines) == anomalies.height + (
+    found = anomalies.height + (
         report.speedup.collapses.height if report.speedup is not None else 0
     )
+    # then what the curves without an anomaly could have found
+    assert lines[found:] == sensitivity_findings(report.regimes, report.meta)
+    assert len(lines) > found
 
 
 def test_page_is_self_contained(page):
@@ -148,9 +152,11 @@ def test_headlines_without_anomalies(synthetic_run, tmp_path):
         n_boot=200,
     )
     assert smooth.regimes.anomalies.height == 0
-    assert headlines(smooth.regimes) == [
-        "no anomaly: latency_s follows its smooth trend in every group"
-    ]
+    # a negative result says what it could have found, curve by curve
+    lines = headlines(smooth.regimes)
+    assert lines and all(
+        "would have been found" in line or "could have been found" in line for line in lines
+    )
     assert "None significant." in smooth.to_html()
 
 
