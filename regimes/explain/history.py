@@ -779,7 +779,7 @@ def history_anomalies(report: Any, history: Any) -> pl.DataFrame:
     >>> sweep = sweep.with_columns(latency_s=(trend + cost) * rng.lognormal(0, 0.03, 90))
     >>> report = regimes.detect_regimes(sweep)
     >>> history_anomalies(report, sweep).select("start", "end", "history_verdict").rows()
-    [(448, 512, 'history')]
+    [(448, 448, 'history')]
     """
     source = read_report(report, _table_columns(history))
     result = _history_for(report, source, history)
@@ -889,7 +889,7 @@ def history_note(history: Any, report: Any = None) -> str | None:
     >>> report = regimes.detect_regimes(sweep)
     >>> print(history_note(sweep, report))
     Latency depends on process history: model=gpt2 pays 3... ms [...] per KV length met
-    for the first time in its process (...). The anomaly at 448..512 (model=gpt2) is a
+    for the first time in its process (...). The anomaly at 448..448 (model=gpt2) is a
     first-visit cost, not a budget regime: ...
     """
     if not isinstance(history, HistoryResult):

@@ -163,7 +163,9 @@ def test_a_new_run_too_noisy_to_see_the_spike_leaves_it_inconclusive():
     base = regimes.simulate_sweep(
         anomaly="spike", ratio=1.8, trials=5, sessions=2, cv=0.03, seed=11, **grid
     ).trials
-    noisy = regimes.simulate_sweep(trials=2, sessions=2, cv=0.6, seed=12, **grid).trials
+    # seed 12 draws a smooth noisy run where detection reports a (false) anomaly at its
+    # 5 % level, which makes the spike "found in both": not what this test is about
+    noisy = regimes.simulate_sweep(trials=2, sessions=2, cv=0.6, seed=13, **grid).trials
     result = regimes.compare_runs(base, noisy, n_boot=100)
     row = result.changes.row(0, named=True)
     assert row["found_in"] == "base" and row["status"] == "inconclusive"
