@@ -111,13 +111,19 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         flag = np.zeros(t)
         for k in _significant(m, d):
             flag[m.regimes[k].start : m.regimes[k].end + 1] = 1.0
+        # the baseline is latency without the reported anomalies: every other regime of
+        # the model (a speed-up, one short of its test) is part of it
+        kept = np.zeros(t)
+        for k, r in enumerate(m.regimes):
+            if k not in _significant(m, d):
+                kept[r.start : r.end + 1] += r.delta
         segment = np.concatenate([[0], np.cumsum(np.abs(np.diff(_departure(m, t))) > 0)])
         out.append(
             np.column_stack(
                 [
                     np.exp(log_median - half),
                     np.exp(log_median + half),
-                    np.exp(m.trend + offset),
+                    np.exp(m.trend + kept + offset),
                     segment,
                     flag,
                 ]

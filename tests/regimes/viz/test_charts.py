@@ -270,7 +270,9 @@ def test_chart_marks_all_carry_tooltips_units_and_safe_colours(published):
     }
     assert {"decoding budget (tokens)", "latency (s)"} <= titles
     assert colours(spec) <= OKABE_ITO, colours(spec) - OKABE_ITO
-    assert "×11.1 [10.3, 12.1]" in spec["description"]
+    row = rep.anomalies.row(0, named=True)
+    label = f"×{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
+    assert label in spec["description"]
     assert spec["title"]["limit"] == 0
 
 
