@@ -106,7 +106,8 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         var = kappa * m.sigma_within**2 / n + m.tau**2 + fresh
         # Welch-Satterthwaite: the process lottery rests on the curve's few processes
         sessions = np.maximum(part.get_column("n_sessions").to_numpy() - 1.0, 1.0)
-        dof = var**2 / np.maximum(m.tau**4 / m.df + fresh**2 / sessions, 1e-300)
+        parts = m.tau**4 / m.df + fresh**2 / sessions
+        dof = np.where(parts > 0, var**2 / np.where(parts > 0, parts, 1.0), 1e6)
         half = stats.t.ppf((1 + level) / 2, np.minimum(dof, 1e6)) * np.sqrt(var)
         flag = np.zeros(t)
         for k in _significant(m, d):
@@ -130,9 +131,11 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
             )
         )
     values = np.concatenate(out)
+    median = cells.get_column("median").to_numpy()
+    # exp(log m) is m up to its last bit: a zero-width interval must still hold its median
     return cells.with_columns(
-        pl.Series("ci_low", values[:, 0]),
-        pl.Series("ci_high", values[:, 1]),
+        pl.Series("ci_low", np.minimum(values[:, 0], median)),
+        pl.Series("ci_high", np.maximum(values[:, 1], median)),
         pl.Series("baseline", values[:, 2]),
         pl.Series("segment", values[:, 3].astype(np.int64)),
         pl.Series("anomalous", values[:, 4] > 0),
