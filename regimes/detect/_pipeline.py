@@ -138,7 +138,7 @@ def _curve_inputs(
 def _decide(models: list[CurveModel], alpha: float, fdr: str) -> Decision:
     """Benjamini-Hochberg over the tested regimes (per curve or call), and change points."""
     keys = [(m.curve, k) for m in models for k, r in enumerate(m.regimes) if r.tested]
-    p = np.array([models_p for models_p in _p_values(models, keys)])
+    p = np.array([r.p_value for m in models for r in m.regimes if r.tested])
     q = np.ones(p.size)
     if fdr == "call":
         q = benjamini_hochberg(p) if p.size else q
@@ -155,11 +155,6 @@ def _decide(models: list[CurveModel], alpha: float, fdr: str) -> Decision:
         change_q={key: float(v) for key, v in zip(change, qc, strict=True)},
         alpha=alpha,
     )
-
-
-def _p_values(models: list[CurveModel], keys: list[tuple[int, int]]) -> list[float]:
-    by_curve = {m.curve: m for m in models}
-    return [by_curve[c].regimes[k].p_value for c, k in keys]
 
 
 def detect_regimes(
