@@ -156,7 +156,10 @@ def _session_offsets(frame: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_dev").median().alias("_offset"))
     )
     # their spread is the lottery of a fresh process, which a cell's interval carries
-    spread = offsets.group_by("_curve").agg(pl.col("_offset").var().fill_null(0.0).alias("_svar"))
+    # sorted first: the offsets come from a group_by in no set order, and a sum must not
+    spread = offsets.group_by("_curve").agg(
+        pl.col("_offset").sort().var().fill_null(0.0).alias("_svar")
+    )
     return (
         frame.join(offsets, on=["_curve", "_session"], how="left")
         .join(spread, on="_curve", how="left")
