@@ -23,8 +23,10 @@ until the bracket is ``resolution`` tokens wide:
    (``max_generations``, ``max_seconds``) runs out.
 
 Probes already in the run count as evidence: a rerun continues where the last one
-stopped, and new trials are appended to the run by the prober (crash-safe for a run on
-disk, :mod:`collectors.refine`).
+stopped. What measures a probe is given, never looked up: this torch-free package does
+not import the collectors. ``collectors.refine.run_prober(run_dir)`` measures into a run
+directory, appending crash-safe parts (the ``regimes refine`` command passes it);
+:class:`SimulatedProbe` answers from a known injected interval.
 """
 
 from __future__ import annotations
@@ -38,29 +40,15 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from regimes._refine.brackets import Boundary, boundaries_from, curve_noise
-from regimes._refine.design import BoundaryState, Evidence
 from regimes._refine.oracle import SimulatedProbe
-from regimes._refine.sprt import LEFT, RIGHT, Thresholds
-from regimes._result import AnalysisResult, untested_frame
+from regimes._refine.plan import Plan, ProbeRequest, Settings
+from regimes._result import AnalysisResult
 from regimes.data.schema import RegimesInputError, as_polars, check_fraction
 
-__all__ = ["ProbeRequest", "RefineResult", "SimulatedProbe", "refine_boundaries"]
+__all__ = ["ProbeRequest", "Prober", "RefineResult", "SimulatedProbe", "refine_boundaries"]
 
-Prober = Callable[[Sequence["ProbeRequest"]], pl.DataFrame]
-
-
-@dataclass(frozen=True)
-class ProbeRequest:
-    """One batch to measure: ``trials`` generations of ``budget`` tokens for ``case``.
-
-    ``case`` holds the values of the curve's case columns (``model``, ``backend``,
-    ``dtype``, ``use_cache``, ``prompt_tokens``... those the run has).
-    """
-
-    case: dict[str, Any]
-    budget: int
-    trials: int
+Prober = Callable[[Sequence[ProbeRequest]], pl.DataFrame]
+"""``probe(requests) -> DataFrame``: measures a round's :class:`ProbeRequest` list."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -180,9 +168,11 @@ def refine_boundaries(
         ``probe(requests) -> DataFrame``: measures a list of :class:`ProbeRequest` in
         one fresh session and returns the new trial rows, warm-ups included (its
         ``warmup`` attribute, if any, is the warm-ups per case, used to keep within
-        ``max_generations``). Default for a run directory: the run's own spec through
-        :func:`collectors.refine.run_prober` (needs torch); for a frame, none (the
-        boundaries are evaluated on what the frame holds).
+        ``max_generations``). For a run directory,
+        ``collectors.refine.run_prober(run)`` measures with the run's own spec (needs
+        torch; what ``regimes refine`` passes). Without one, a frame's boundaries are
+        evaluated on what it holds (status ``no prober``), and a run directory that
+        still needs probes is refused (``max_generations=0`` reads it back instead).
     resolution : int, default 1
         Stop when ``high - low`` is at most this many tokens.
     max_generations : int, optional
@@ -218,7 +208,7 @@ def refine_boundaries(
     ------
     RegimesInputError
         Bad arguments, an unreadable run, a grid with no significant boundary's data,
-        or a run directory to probe without the collectors (torch) installed.
+        or a run directory that needs probes and no ``probe`` to measure them.
 
     See Also
     --------
@@ -241,15 +231,15 @@ def refine_boundaries(
     >>> res.boundaries.select("kind", "low", "high", "resolved").rows()
     [('onset', 504, 505, True), ('recovery', 633, 634, True)]
     """
-    settings = _Settings(resolution, error_rate, max_trials, min_trials, min_sessions)
+    settings = Settings(resolution, error_rate, max_trials, min_trials, min_sessions)
     _check(settings, max_generations, max_seconds)
     trials, meta, path = _read(run)
     budgets = _grid(trials, meta, grid)
     detect = dict(alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed)
-    plan = _Plan.build(trials, budgets, settings, detect)
-    # With no generation allowed the run is only read back: no prober is built, so a
-    # report or a summary of a refined run never needs the collectors (torch).
-    prober = probe if probe is not None or max_generations == 0 else _default_prober(path, plan)
+    plan = Plan.build(trials, budgets, settings, detect)
+    if probe is None and path is not None and max_generations != 0 and plan.wanted():
+        raise _no_prober(path)
+    prober = None if max_generations == 0 else probe
     started = time.monotonic()
     collected = _rounds(plan, prober, max_generations, max_seconds, started)
     params = dict(
@@ -262,32 +252,30 @@ def refine_boundaries(
     everything = (
         pl.concat([trials, collected], how="diagonal_relaxed") if collected.height else trials
     )
-    return plan.result(collected, params, everything)
+    boundaries, probes, untested = plan.tables()
+    return RefineResult(
+        boundaries=boundaries,
+        probes=probes,
+        untested=untested,
+        collected=collected,
+        generations=collected.height,
+        dense_generations=plan.dense_generations,
+        params=params,
+        trials=everything,
+    )
 
 
-@dataclass(frozen=True)
-class _Settings:
-    """The sequential design's settings, checked once."""
-
-    resolution: int
-    error_rate: float
-    max_trials: int
-    min_trials: int
-    min_sessions: int
-
-    def state(self, boundary: Boundary) -> BoundaryState:
-        """Start refining ``boundary`` under these settings."""
-        return BoundaryState(
-            boundary,
-            Thresholds.from_error_rate(self.error_rate),
-            self.min_trials,
-            self.max_trials,
-            self.resolution,
-            self.min_sessions,
-        )
+def _no_prober(path: Path) -> RegimesInputError:
+    """Say that a run directory's open boundaries need a prober, and how to get one."""
+    return RegimesInputError(
+        f"the run {str(path)!r} has boundaries to probe and no probe= to measure them: "
+        "run `regimes refine RUN` (it measures with the run's spec), pass "
+        "probe=collectors.refine.run_prober(RUN) (needs torch: pip install "
+        "'regimes[collect]'), or pass max_generations=0 to read back the probes on disk"
+    )
 
 
-def _check(settings: _Settings, max_generations: int | None, max_seconds: float | None) -> None:
+def _check(settings: Settings, max_generations: int | None, max_seconds: float | None) -> None:
     s = settings
     if not (isinstance(s.resolution, int) and s.resolution >= 1):
         raise RegimesInputError(
@@ -342,359 +330,8 @@ def _grid(trials: pl.DataFrame, meta: dict[str, Any], grid: Sequence[int] | None
     return chosen & present
 
 
-def _log_trials(frame: pl.DataFrame, group_columns: list[str]) -> pl.DataFrame:
-    """Select the measured trials as the evidence needs them.
-
-    Group columns, budget, ``_ly`` and ``_session`` (run, session and process
-    together, those present).
-    """
-    if "warmup" in frame.columns:
-        frame = frame.filter(~pl.col("warmup").fill_null(False))
-    frame = frame.filter(pl.col("latency_s").is_not_null() & (pl.col("latency_s") > 0))
-    present = [c for c in ("run_id", "session", "process_id") if c in frame.columns]
-    session = (
-        pl.concat_str([pl.col(c).cast(pl.String).fill_null("") for c in present], separator="|")
-        if present
-        else pl.lit("0")
-    )
-    return frame.select(
-        *group_columns,
-        pl.col("budget").cast(pl.Int64),
-        pl.col("latency_s").cast(pl.Float64).log().alias("_ly"),
-        session.alias("_session"),
-    )
-
-
-@dataclass
-class _Plan:
-    """The boundaries being refined, the evidence they share, and what they cost."""
-
-    states: list[BoundaryState]
-    evidence: Evidence
-    group_columns: list[str]
-    label_columns: list[str]
-    untested: list[dict[str, Any]]
-    dense_generations: int
-    schema: dict[str, pl.DataType]
-
-    @classmethod
-    def build(
-        cls,
-        trials: pl.DataFrame,
-        grid: set[int],
-        settings: _Settings,
-        options: dict[str, Any],
-    ) -> _Plan:
-        """Detect on the grid, bracket every boundary and take in the probes on disk."""
-        from regimes.detect import detect_regimes
-
-        on_grid = trials.filter(pl.col("budget").is_in(sorted(grid)))
-        report = detect_regimes(on_grid, **options)
-        columns = list(report.group_columns)
-        measured = _log_trials(trials, columns)
-        noise = curve_noise(columns, report.groups)
-        boundaries, untested = boundaries_from(report, _speedup(on_grid, options), noise)
-        evidence = Evidence(measured, columns, noise)
-        states = []
-        for boundary in boundaries:
-            state = settings.state(boundary)
-            state.start(evidence)
-            if not state.separable():
-                untested.append(boundary.group | {"reason": _inseparable(boundary)})
-                continue
-            states.append(state)
-        varying = [c for c in columns if report.groups.get_column(c).n_unique() > 1]
-        labels = varying or [c for c in ("model",) if c in columns]
-        _charge_earlier_probes(
-            states, trials.filter(~pl.col("budget").is_in(sorted(grid))), columns
-        )
-        dense = _dense_generations(on_grid, columns, states)
-        schema = {c: trials.schema[c] for c in columns}
-        return cls(states, evidence, columns, labels, untested, dense, schema)
-
-    def wanted(self) -> list[tuple[int, int, int]]:
-        """``(state index, budget, trials)`` of every open boundary's next batch."""
-        out = []
-        for i, state in enumerate(self.states):
-            request = state.next_request()
-            if request is not None:
-                out.append((i, *request))
-        return out
-
-    def stop_open(self, reason: str) -> None:
-        """Mark every boundary that still wants probes as stopped for ``reason``."""
-        for state in self.states:
-            if state.next_request() is not None:
-                state.stopped = reason
-
-    def case_of(self, curve: tuple[Any, ...]) -> dict[str, Any]:
-        """Return the case columns of a curve, as a prober needs them."""
-        return dict(zip(self.group_columns, curve, strict=True))
-
-    def units(
-        self, wanted: list[tuple[int, int, int]], warmup: int, room: float
-    ) -> tuple[list[ProbeRequest], dict[tuple[tuple[Any, ...], int], list[int]]]:
-        """Merge the round's batches by (curve, budget), within ``room`` generations.
-
-        A boundary whose batches do not fit stops (``max_generations``); a batch two
-        boundaries share is measured once, with the larger trial count.
-        """
-        merged: dict[tuple[tuple[Any, ...], int], int] = {}
-        askers: dict[tuple[tuple[Any, ...], int], list[int]] = {}
-        cost = 0
-        for index, budget, trials in wanted:
-            curves = [c.curve for c in self.states[index].boundary.components]
-            extra = sum(
-                trials - merged.get((c, budget), 0) + (0 if (c, budget) in merged else warmup)
-                for c in curves
-                if trials > merged.get((c, budget), 0)
-            )
-            if cost + extra > room:
-                self.states[index].stopped = "max_generations"
-                continue
-            cost += extra
-            for curve in curves:
-                key = (curve, budget)
-                merged[key] = max(trials, merged.get(key, 0))
-                askers.setdefault(key, []).append(index)
-        requests = [ProbeRequest(self.case_of(c), b, n) for (c, b), n in merged.items()]
-        return requests, askers
-
-    def record(
-        self, rows: pl.DataFrame, askers: dict[tuple[tuple[Any, ...], int], list[int]]
-    ) -> None:
-        """Charge new rows to the boundaries that asked, and move the brackets.
-
-        A boundary whose batch brought no measured trial (its case failed) stops.
-        """
-        counts = _row_counts(rows, self.group_columns)
-        batches: set[tuple[int, int]] = set()
-        for key, indices in askers.items():
-            generations, tokens, measured = counts.get(key, (0, 0, 0))
-            owner = self.states[indices[0]]
-            owner.generations += generations
-            owner.tokens += tokens
-            for index in indices:
-                batches.add((index, key[1]))
-                if measured == 0:
-                    self.states[index].stopped = "collection failed"
-        for index, budget in batches:
-            self.states[index].probes[budget].batches += 1
-        self.evidence.add(_log_trials(rows, self.group_columns))
-        for state in self.states:
-            state.update(self.evidence)
-
-    def result(
-        self, collected: pl.DataFrame, params: dict[str, Any], trials: pl.DataFrame
-    ) -> RefineResult:
-        """Build the result tables from the boundaries' final states."""
-        rows, probes = [], []
-        for index, state in enumerate(self.states):
-            b = state.boundary
-            rows.append(
-                {"boundary": index, "source": b.source}
-                | {c: b.group.get(c) for c in self.group_columns}
-                | {
-                    "kind": b.kind,
-                    "low": state.low,
-                    "high": state.high,
-                    "resolved": state.resolved,
-                    "status": _status(state),
-                    "grid_low": b.low,
-                    "grid_high": b.high,
-                    "probes": sum(1 for p in state.probes.values() if p.n > 0),
-                    "generations": state.generations,
-                    "tokens": state.tokens,
-                    "new_generations": state.generations - state.prior_generations,
-                }
-            )
-            probes += [
-                _probe_row(index, state, p)
-                for p in sorted(state.probes.values(), key=lambda p: p.budget)
-                if p.n > 0
-            ]
-        generations = collected.height
-        return RefineResult(
-            boundaries=pl.DataFrame(rows, schema=_boundary_schema(self.schema), orient="row"),
-            probes=pl.DataFrame(probes, schema=_PROBE_SCHEMA, orient="row"),
-            untested=untested_frame(self.untested, self.group_columns),
-            collected=collected,
-            generations=generations,
-            dense_generations=self.dense_generations,
-            params=params,
-            trials=trials,
-        )
-
-
-_PROBE_SCHEMA: dict[str, pl.DataType] = {
-    "boundary": pl.Int64(),
-    "budget": pl.Int64(),
-    "n": pl.Int64(),
-    "sessions": pl.Int64(),
-    "level": pl.Float64(),
-    "mu_left": pl.Float64(),
-    "mu_right": pl.Float64(),
-    "llr": pl.Float64(),
-    "decision": pl.String(),
-    "batches": pl.Int64(),
-    "on_disk": pl.Boolean(),
-}
-
-
-def _boundary_schema(groups: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
-    return (
-        {"boundary": pl.Int64(), "source": pl.String()}
-        | groups
-        | {
-            "kind": pl.String(),
-            "low": pl.Int64(),
-            "high": pl.Int64(),
-            "resolved": pl.Boolean(),
-            "status": pl.String(),
-            "grid_low": pl.Int64(),
-            "grid_high": pl.Int64(),
-            "probes": pl.Int64(),
-            "generations": pl.Int64(),
-            "tokens": pl.Int64(),
-            "new_generations": pl.Int64(),
-        }
-    )
-
-
-def _status(state: BoundaryState) -> str:
-    if state.resolved:
-        return "resolved"
-    if not state.consistent:
-        return "inconsistent"
-    return state.stopped or "undecided"
-
-
-def _probe_row(index: int, state: BoundaryState, probe: Any) -> tuple[Any, ...]:
-    b = state.boundary
-    if probe.decision == LEFT:
-        decision = b.left_state
-    elif probe.decision == RIGHT:
-        decision = b.right_state
-    elif probe.misfit is not None:
-        decision = probe.misfit
-    else:
-        decision = "undecided" if probe.exhausted else "pending"
-    return (
-        index,
-        probe.budget,
-        probe.n,
-        probe.sessions,
-        probe.level,
-        probe.mu_left,
-        probe.mu_right,
-        probe.llr,
-        decision,
-        probe.batches,
-        probe.on_disk,
-    )
-
-
-def _default_prober(path: Path | None, plan: _Plan) -> Prober | None:
-    """Return the run's own collector when a run directory has work, else None."""
-    if path is None or not plan.wanted():
-        return None
-    try:
-        from collectors.refine import run_prober
-    except ImportError as exc:
-        raise RegimesInputError(
-            f"probing a run needs the collectors and torch ({exc}); install them with "
-            "pip install 'regimes[collect]', or pass probe="
-        ) from None
-    return run_prober(path)
-
-
-def _row_counts(
-    rows: pl.DataFrame, group_columns: list[str]
-) -> dict[tuple[tuple[Any, ...], int], tuple[int, int, int]]:
-    """Per (curve, budget): generations, tokens generated and measured trials."""
-    if rows.height == 0:
-        return {}
-    warm = pl.col("warmup").fill_null(False) if "warmup" in rows.columns else pl.lit(False)
-    tokens = (
-        pl.col("new_tokens").fill_null(pl.col("budget"))
-        if "new_tokens" in rows.columns
-        else pl.col("budget")
-    )
-    table = rows.group_by([*group_columns, "budget"]).agg(
-        pl.len().alias("_g"), tokens.sum().alias("_t"), (~warm).sum().alias("_m")
-    )
-    return {
-        (tuple(r[c] for c in group_columns), int(r["budget"])): (
-            int(r["_g"]),
-            int(r["_t"]),
-            int(r["_m"]),
-        )
-        for r in table.iter_rows(named=True)
-    }
-
-
-def _charge_earlier_probes(
-    states: list[BoundaryState], off_grid: pl.DataFrame, group_columns: list[str]
-) -> None:
-    """Start each boundary's spending at what earlier calls spent inside its bracket."""
-    counts = _row_counts(off_grid, group_columns)
-    for state in states:
-        b = state.boundary
-        curves = {c.curve for c in b.components}
-        for (curve, budget), (generations, tokens, _) in counts.items():
-            if curve in curves and b.low < budget < b.high:
-                state.generations += generations
-                state.tokens += tokens
-        state.prior_generations = state.generations
-
-
-def _speedup(on_grid: pl.DataFrame, options: dict[str, Any]) -> Any:
-    """Return the speedup result when the grid has both cache settings, else None."""
-    if "use_cache" not in on_grid.columns or on_grid.get_column("use_cache").n_unique() < 2:
-        return None
-    from regimes.speedup import cache_speedup
-
-    # the speedup resamples nothing: the detection's bootstrap options are not its own
-    shared = {k: v for k, v in options.items() if k not in ("n_boot", "seed")}
-    try:
-        return cache_speedup(on_grid, **shared)
-    except RegimesInputError:
-        return None
-
-
-def _inseparable(boundary: Boundary) -> str:
-    return (
-        f"{boundary.source} {boundary.kind} ({boundary.low}, {boundary.high}): a step of "
-        f"x{math.exp(abs(boundary.step())):.3g} cannot be decided at one budget against "
-        "the run's noise within max_trials (the cell-to-cell wobble and the uncertainty of "
-        "the two levels do not shrink with more trials)"
-    )
-
-
-def _dense_generations(
-    on_grid: pl.DataFrame, group_columns: list[str], states: list[BoundaryState]
-) -> int:
-    """Count the generations of a dense 1-token grid over the grid's range.
-
-    For the curves being refined, with the run's generations per budget (warm-ups
-    included).
-    """
-    curves = {c.curve for s in states for c in s.boundary.components}
-    if not curves:
-        return 0
-    budgets = on_grid.get_column("budget")
-    width = int(budgets.max()) - int(budgets.min()) + 1  # type: ignore[arg-type]
-    per_cell = on_grid.group_by([*group_columns, "budget"]).agg(pl.len().alias("_g"))
-    per_curve = per_cell.group_by(group_columns or pl.lit(0)).agg(pl.col("_g").median())
-    total = 0.0
-    for row in per_curve.iter_rows(named=True):
-        if tuple(row[c] for c in group_columns) in curves:
-            total += float(row["_g"]) * width
-    return int(round(total))
-
-
 def _rounds(
-    plan: _Plan,
+    plan: Plan,
     prober: Prober | None,
     max_generations: int | None,
     max_seconds: float | None,
@@ -704,6 +341,8 @@ def _rounds(
     if prober is None:
         plan.stop_open("max_generations" if max_generations == 0 else "no prober")
         return pl.DataFrame()
+    if not plan.wanted():
+        return pl.DataFrame()  # before ``warmup`` is read: a lazy prober stays unbuilt
     warmup = int(getattr(prober, "warmup", 0))
     spent = 0
     collected: list[pl.DataFrame] = []

@@ -2,9 +2,15 @@
 
 It reads the run, detects its boundaries on the spec's grid and probes budgets inside
 each bracket in fresh sessions of the run's own spec, appending the new trials to the
-run (:func:`regimes.refine_boundaries`; collecting needs the collectors and torch, which
-are imported only when there is something to probe). Rerunning continues from what is
-on disk. ``--format json`` prints one object per boundary.
+run (:func:`regimes.refine_boundaries`). Rerunning continues from what is on disk.
+``--format json`` prints one object per boundary.
+
+The command line is where the two packages are wired together: the library takes its
+prober as an argument and never imports :mod:`collectors`; this command passes the
+collectors' (:func:`collectors.refine.run_prober`), built at its first probe, so a run
+that is fully refined, or ``--max-generations 0``, reads back without torch. It is the
+one module of :mod:`regimes` that imports :mod:`collectors` (``tests/test_code_shape.py``
+holds it to that).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from regimes.cli._options import at_least_one, probability, seed, whole_number
+from regimes.errors import RegimesInputError
 
 __all__ = ["register", "run_refine"]
 
@@ -90,6 +97,7 @@ def run_refine(args: argparse.Namespace) -> int:
     try:
         result = refine_boundaries(
             args.run,
+            probe=_RunProber(args.run) if args.run.is_dir() else None,
             resolution=args.resolution,
             max_generations=args.max_generations,
             max_seconds=args.max_seconds,
@@ -117,3 +125,37 @@ def run_refine(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
     return 0
+
+
+class _RunProber:
+    """The run's own prober, :func:`collectors.refine.run_prober`, built at first use.
+
+    Building it imports the collectors (torch and transformers); a refinement that
+    probes nothing never does.
+    """
+
+    def __init__(self, run: Path):
+        self.run = run
+        self._prober: Any = None
+
+    def _built(self) -> Any:
+        if self._prober is None:
+            try:
+                from collectors.refine import run_prober
+            except ImportError as exc:
+                raise RegimesInputError(
+                    f"probing a run needs the collectors and torch ({exc}); install them "
+                    "with pip install 'regimes[collect]', or pass --max-generations 0 to "
+                    "read back the probes on disk"
+                ) from None
+            self._prober = run_prober(self.run)
+        return self._prober
+
+    @property
+    def warmup(self) -> int:
+        """Warm-ups per case and fresh session, as the run's spec says."""
+        return int(self._built().warmup)
+
+    def __call__(self, requests: Any) -> Any:
+        """Measure one round's requests into the run; return the rows added."""
+        return self._built()(requests)

@@ -79,7 +79,7 @@ def test_probes_are_appended_in_fresh_sessions_and_a_rerun_continues(tmp_path):
     assert 0 not in set(probes.get_column("session"))  # fresh sessions only
     expected = [10.0 if 21 <= b <= 50 else 1.0 for b in probes.get_column("budget")]
     assert probes.get_column("injected_factor").to_list() == expected
-    second = refine_boundaries(run, max_generations=16)
+    second = refine_boundaries(run, probe=run_prober(run), max_generations=16)
     assert second.probes.filter(pl.col("on_disk")).height >= 1
     assert read_run(run).trials.height == before + first.generations + second.generations
     # every bracket, resolved or not, holds a true boundary (21: onset, 51: recovery)

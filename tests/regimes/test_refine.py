@@ -392,16 +392,27 @@ def test_cli_missing_run_is_one_line_and_status_2(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_no_generation_allowed_reads_a_run_back_without_building_a_prober(tmp_path, monkeypatch):
-    oracle = SimulatedProbe(505, 633, factor=3.0, seed=1)
-    coarse = oracle.sweep(GRID, trials=3)
-    writer = RunWriter(tmp_path / "run", {"spec": {"budgets": GRID}, "source": "synthetic"})
+def _coarse_run(path: Path) -> pl.DataFrame:
+    coarse = SimulatedProbe(505, 633, factor=3.0, seed=1).sweep(GRID, trials=3)
+    writer = RunWriter(path, {"spec": {"budgets": GRID}, "source": "synthetic"})
     writer.write_trials(coarse.select([c for c in regimes.TRIAL_SCHEMA if c in coarse.columns]))
+    return coarse
 
-    def no_prober(*args):
-        raise AssertionError("a prober (the collectors, torch) was built")
 
-    monkeypatch.setattr("regimes.refine._default_prober", no_prober)
+def test_no_generation_allowed_reads_a_run_back_without_building_a_prober(
+    tmp_path, monkeypatch, capsys
+):
+    coarse = _coarse_run(tmp_path / "run")
+    # the collectors cannot be imported: neither the library nor the command needs them
+    monkeypatch.setitem(sys.modules, "collectors.refine", None)
     result = refine_boundaries(tmp_path / "run", max_generations=0)
     assert set(result.boundaries.get_column("status")) == {"max_generations"}
     assert result.generations == 0 and result.trials.height == coarse.height
+    assert main(["refine", str(tmp_path / "run"), "--max-generations", "0"]) == 0
+    assert "max_generations" in capsys.readouterr().out
+
+
+def test_a_run_to_probe_without_a_prober_is_refused_naming_how_to_get_one(tmp_path):
+    _coarse_run(tmp_path / "run")
+    with pytest.raises(RegimesInputError, match=r"run_prober\(RUN\).*max_generations=0"):
+        refine_boundaries(tmp_path / "run")
