@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from regimes.data.io import RunWriter
-from regimes.data.io import _atomic_write_text as write_text_atomically
+from regimes.data.runs.parts import write_text_atomically
 from regimes.data.io import read_meta as read_run_meta
 
 from ._schedule import measured_left_per_case

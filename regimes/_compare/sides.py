@@ -35,7 +35,7 @@ from regimes._stats.between_cell import curve_taus
 from regimes._stats.curves import Curve, curve_from_levels
 from regimes._stats.levels import cell_levels
 from regimes.data._prepare import prepare_trials
-from regimes.data._runs import ENV_COLUMNS, load_runs
+from regimes.data.runs.scan import ENV_COLUMNS, load_runs
 from regimes.data.schema import as_polars, present_case_columns
 from regimes.detect import RegimeResult, detect_regimes
 from regimes.errors import RegimesInputError, RegimesWarning

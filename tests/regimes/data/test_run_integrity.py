@@ -17,6 +17,7 @@ from polars.testing import assert_frame_equal
 import regimes
 from regimes import RegimesInputError, RegimesWarning
 from regimes.data import io
+from regimes.data.runs import parts
 from regimes.data.simulate import simulate_sweep
 
 
@@ -119,7 +120,7 @@ def test_run_written_by_a_newer_version_is_refused(run):
 
 
 def test_part_written_by_a_newer_version_is_refused(run, monkeypatch):
-    monkeypatch.setattr(io, "FORMAT_VERSION", io.FORMAT_VERSION + 1)
+    monkeypatch.setattr(parts, "FORMAT_VERSION", parts.FORMAT_VERSION + 1)  # what writes
     newer = io.RunWriter(run, None).write_trials(regimes.load(run).head(2))
     monkeypatch.undo()
     with pytest.raises(RegimesInputError, match=rf"{newer.name}.*newer version of regimes"):

@@ -23,6 +23,7 @@ import regimes
 from regimes import RegimesInputError, RegimesWarning
 from regimes.cli import main
 from regimes.data import io
+from regimes.data.runs import parts
 from regimes.data.simulate import simulate_sweep
 
 SPEC = {"models": ["synthetic-0000"], "budgets": [16, 32]}
@@ -119,11 +120,11 @@ def test_every_required_on_disk_column_is_required_when_written_and_read(run, co
         regimes.RunWriter(run, None).write_trials(trials.drop(column))
     # the same part as an older writer could have left it: checksummed, column null
     writer = regimes.RunWriter(run, None)
-    frame = io._conform(trials.head(3), "trials").with_columns(
-        pl.lit(None, dtype=io.TRIAL_SCHEMA[column]).alias(column)
+    frame = parts.conform(trials.head(3), "trials").with_columns(
+        pl.lit(None, dtype=regimes.TRIAL_SCHEMA[column]).alias(column)
     )
     part = run / "trials" / "part-nulls.parquet"
-    io._atomic_write_parquet(frame, part, writer.meta)
+    parts.write_parquet_atomically(frame, part, writer.meta)
     refused(run, f"part-nulls.parquet.*{column}")
 
 
@@ -141,7 +142,7 @@ def test_part_whose_column_holds_the_wrong_kind_is_one_line(run, column, values,
     frame = regimes.load(run).head(2).with_columns(pl.Series(column, values))
     writer = regimes.RunWriter(run, None)
     part = run / "trials" / "part-text.parquet"
-    io._atomic_write_parquet(frame, part, writer.meta)  # checksummed: only the kind is wrong
+    parts.write_parquet_atomically(frame, part, writer.meta)  # checksummed: only the kind is wrong
     refused(run, f"part-text.parquet.*{column}.*cannot be read as")
     assert main(["analyze", str(run), "--n-boot", "100"]) == 2
     assert capsys.readouterr().err.count("\n") == 1

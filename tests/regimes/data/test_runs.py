@@ -10,8 +10,8 @@ import pytest
 
 import regimes
 from regimes import RegimesInputError
-from regimes.data._runs import ENV_COLUMNS, run_environment, scan_runs
 from regimes.data.io import RunWriter
+from regimes.data.runs.scan import ENV_COLUMNS, run_environment, scan_runs
 
 ROOT = Path(__file__).resolve().parents[3]
 GPT2 = ROOT / "examples" / "data" / "cuda-h200-gpt2"

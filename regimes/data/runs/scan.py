@@ -29,9 +29,8 @@ from typing import Any
 
 import polars as pl
 
-from regimes.data._membership import RunIdentity, require_regular_file
-from regimes.data.io import (
-    _parts,
+from regimes.data._membership import RunIdentity, regular_parts, require_regular_file
+from regimes.data.runs.parts import (
     read_meta,
     read_run_part,
     read_verified_part,
@@ -41,7 +40,7 @@ from regimes.data.io import (
 from regimes.data.schema import TRIAL_SCHEMA
 from regimes.errors import RegimesInputError
 
-__all__ = ["ENV_COLUMNS", "is_several", "load_runs", "run_environment", "scan_runs"]
+__all__ = ["ENV_COLUMNS", "is_several", "load_runs", "run_environment", "scan", "scan_runs"]
 
 ENV_COLUMNS: tuple[str, ...] = (
     "torch_version",
@@ -51,6 +50,7 @@ ENV_COLUMNS: tuple[str, ...] = (
     "host",
 )
 """Environment columns added to every trial of a multi-run table."""
+
 
 _ENV_KEYS: dict[str, tuple[str, ...]] = {
     "torch_version": ("torch",),
@@ -62,7 +62,9 @@ _ENV_KEYS: dict[str, tuple[str, ...]] = {
 """Where each environment column comes from in ``meta["environment"]`` (joined by a
 space when several keys make one value)."""
 
+
 _GLOB_CHARS = frozenset("*?[")
+
 
 PathLike = str | os.PathLike[str]
 
@@ -172,7 +174,7 @@ def _scan_trials(path: Path, verify: bool, meta: dict[str, Any]) -> pl.LazyFrame
         if path.suffix == ".csv":
             return pl.scan_csv(path, try_parse_dates=False)
         raise RegimesInputError(f"{str(path)!r}: expected a run directory, .parquet or .csv file")
-    parts = _parts(path / "trials")
+    parts = regular_parts(path / "trials")
     if not parts:
         raise RegimesInputError(f"{str(path)!r} is not a run directory (no trials/*.parquet)")
     identity = RunIdentity.of(path, meta)
@@ -300,3 +302,49 @@ def load_runs(paths: PathLike | Sequence[PathLike]) -> pl.DataFrame:
         return frame.collect()
     except pl.exceptions.PolarsError as exc:
         raise RegimesInputError(f"the runs cannot be read as one trial table: {exc}") from None
+
+
+def scan(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, verify: bool = True
+) -> pl.LazyFrame:
+    """Return the trial table of one run or many as a lazy frame, for large fleets.
+
+    Each run's parts are scanned with :func:`polars.scan_parquet`: a query that filters
+    to a model or a host, or selects a few columns, reads only those from disk when it
+    is collected. The rows and columns are those of :func:`load` given the same runs as
+    a list (``run_id`` and the environment columns included).
+
+    Parameters
+    ----------
+    path : str, os.PathLike, or a list or tuple of them
+        Run directories or ``.parquet`` / ``.csv`` trial files, or ``str`` glob patterns.
+    verify : bool, default True
+        Check every part against its recorded checksum first (each part decoded by
+        pyarrow and by polars, one part at a time): a damaged part is refused by name.
+        ``False`` reads nothing until the frame is collected; damage then surfaces at
+        collection, or not at all where the damaged bytes still decode.
+
+    Returns
+    -------
+    polars.LazyFrame
+        The trials, run after run, each sorted by ``order``.
+
+    Raises
+    ------
+    RegimesInputError
+        A path that is not a run, a pattern that matches nothing, a damaged part (with
+        ``verify``), or one run given twice.
+
+    See Also
+    --------
+    load : the same table, collected.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from pathlib import Path
+    >>> runs = scan(str(Path("examples") / "data" / "cuda-h200-gpt2*"))
+    >>> runs.filter(pl.col("budget") == 64).select("run_id").unique().collect().height >= 2
+    True
+    """
+    return scan_runs(path, verify=verify)
