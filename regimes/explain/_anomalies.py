@@ -5,8 +5,8 @@ columns, then ``start``, ``end`` (inclusive bounds on ``x``) and the interval's 
 The explanation modules (phases, memory, backends, alignment) all need the same three
 facts from it: which columns form a group, which column is ``x``, and which trial rows
 fall inside each anomaly. They are read here once, with clear errors when the report is
-not one; when no report is given, :func:`anomaly_source` runs the detection itself with
-the caller's ``x``, ``y``, ``by`` and bootstrap options.
+not one; when no report is given, :func:`regimes.explain._source.anomaly_source` runs
+the detection itself with the caller's ``x``, ``y``, ``by`` and bootstrap options.
 
 This module is also the one home of the explanation results' presentation helpers:
 :func:`group_label` and :func:`summary_text`.
@@ -14,7 +14,7 @@ This module is also the one home of the explanation results' presentation helper
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
@@ -24,7 +24,6 @@ from regimes.data.schema import RegimesInputError
 __all__ = [
     "ANOMALY_FIELDS",
     "AnomalyInput",
-    "anomaly_source",
     "frame_columns",
     "group_label",
     "read_report",
@@ -129,60 +128,6 @@ def read_report(report: Any, frame_columns: list[str]) -> AnomalyInput:
 def frame_columns(df: Any) -> list[str]:
     """Return the column names of a polars or pandas frame (empty for anything else)."""
     return [str(c) for c in getattr(df, "columns", [])]
-
-
-def anomaly_source(
-    df: Any,
-    report: Any,
-    *,
-    x: str | None,
-    y: str | None,
-    by: str | Sequence[str] | None,
-    detection: Mapping[str, Any],
-    detection_only: Sequence[str] = (),
-) -> AnomalyInput:
-    """Read the anomalies to explain from ``report``, or detect them when it is None.
-
-    ``x``, ``y`` and ``by`` default to the report's; given with a report they must agree
-    with it. Without a report, :func:`regimes.detect_regimes` runs on ``df`` with them
-    (``x="budget"``, ``y="latency_s"`` when None) and with the non-None ``detection``
-    options (``alpha``, ``level``, ``n_boot``, ``seed``, ``session``). Options named in
-    ``detection_only`` steer nothing but the detection, so giving them together with a
-    report is an error rather than silently ignored.
-    """
-    if report is None:
-        from regimes.detect import detect_regimes
-
-        options = {k: v for k, v in detection.items() if v is not None}
-        report = detect_regimes(df, x=x or "budget", y=y or "latency_s", by=by, **options)
-    else:
-        unused = sorted(k for k in detection_only if detection.get(k) is not None)
-        if unused:
-            raise RegimesInputError(
-                f"detection options {unused} apply only when no report is given; "
-                "pass them to detect_regimes instead"
-            )
-    source = read_report(report, frame_columns(df))
-    _check_agrees(source, x, y, by)
-    return source
-
-
-def _check_agrees(
-    source: AnomalyInput, x: str | None, y: str | None, by: str | Sequence[str] | None
-) -> None:
-    for name, given, used in (("x", x, source.x), ("y", y, source.y)):
-        if given is not None and given != used:
-            raise RegimesInputError(
-                f"{name}={given!r} but the report was computed with {name}={used!r}; "
-                f"omit {name} or detect again with {name}={given!r}"
-            )
-    if by is not None:
-        wanted = [by] if isinstance(by, str) else [str(c) for c in by]
-        if wanted != source.group_columns:
-            raise RegimesInputError(
-                f"by={wanted} but the report groups by {source.group_columns}; omit by or "
-                "detect again with the same by"
-            )
 
 
 def group_label(row: dict[str, Any], columns: Sequence[str]) -> str:

@@ -37,11 +37,11 @@ from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes.data.schema import RegimesInputError, validate_trials
 from regimes.explain._anomalies import (
     AnomalyInput,
-    anomaly_source,
     frame_columns,
     group_label,
     summary_text,
 )
+from regimes.explain._source import anomaly_source
 
 __all__ = ["AlignmentResult", "align_boundaries"]
 

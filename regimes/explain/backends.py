@@ -40,7 +40,8 @@ from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
-from regimes.explain._anomalies import AnomalyInput, anomaly_source, group_label, summary_text
+from regimes.explain._anomalies import AnomalyInput, group_label, summary_text
+from regimes.explain._source import anomaly_source
 
 __all__ = ["BackendResult", "compare_backends"]
 

@@ -47,11 +47,11 @@ from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
 from regimes.explain._anomalies import (
     AnomalyInput,
-    anomaly_source,
     frame_columns,
     group_label,
     summary_text,
 )
+from regimes.explain._source import anomaly_source
 
 __all__ = ["MemoryResult", "memory_confound"]
 

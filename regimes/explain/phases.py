@@ -48,11 +48,11 @@ from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction, check_n_boot, check_seed
 from regimes.explain._anomalies import (
     AnomalyInput,
-    anomaly_source,
     frame_columns,
     group_label,
     summary_text,
 )
+from regimes.explain._source import anomaly_source
 
 __all__ = ["PhaseResult", "attribute_phases"]
 
