@@ -13,7 +13,6 @@ The stages, each in a module of its own (the method: ``docs/method.md``):
 
 from __future__ import annotations
 
-import math
 import warnings
 import zlib
 from collections.abc import Sequence
@@ -26,42 +25,19 @@ import polars as pl
 from regimes._stats.curves import index_curves
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data._prepare import prepare_trials
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.detect._model import MAX_CELLS, MIN_CELLS, CurveInput, CurveModel, fit_grid
 from regimes.detect._result import RegimeResult
 from regimes.detect._tables import Decision, assemble
 from regimes.detect._trials import adjust_trials, cell_arrays, residual_pools
 from regimes.errors import RegimesInputError, RegimesWarning
+from regimes.options import DIRECTIONS, FDR_FAMILIES, check_options
 
 __all__ = ["DIRECTIONS", "FDR_FAMILIES", "MAX_CELLS", "MIN_CELLS", "detect_regimes"]
 
-DIRECTIONS = ("up", "down", "both")
-"""Which departures are tested: slowdowns, speed-ups, or either."""
-
-FDR_FAMILIES = ("curve", "call")
-"""Benjamini-Hochberg families of the anomaly tests: each curve's own regimes (so that
-a curve's answer does not depend on the other curves of the call), or the call's."""
-
 
 def _check_arguments(**params: Any) -> dict[str, Any]:
-    """Validate the scalar arguments; return them as the result's ``params``."""
-    check_fraction(alpha=params["alpha"], level=params["level"])
-    check_min_ratio(params["min_ratio"])
-    if params["direction"] not in DIRECTIONS:
-        raise RegimesInputError(
-            f"direction must be one of {DIRECTIONS}, got {params['direction']!r}"
-        )
-    check_n_boot(params["n_boot"], level=params["level"])
-    check_seed(params["seed"])
-    penalty = params["penalty"]
-    if not (math.isfinite(penalty) and penalty > 0):
-        raise RegimesInputError(f"penalty must be a positive number, got {penalty!r}")
-    if params["fdr"] not in FDR_FAMILIES:
-        raise RegimesInputError(
-            f"fdr must be one of {FDR_FAMILIES} (the Benjamini-Hochberg family), "
-            f"got {params['fdr']!r}"
-        )
-    return params
+    """Validate the arguments, one place for all (:mod:`regimes.options`); return them."""
+    return check_options(**params)
 
 
 def _check_lengths(cells: pl.DataFrame, x: str) -> None:
