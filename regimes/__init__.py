@@ -12,8 +12,10 @@ Layers, each a subpackage:
     the two primary analyses;
 ``regimes.explain``
     explanations of what was detected (phases, memory, backends, alignment);
+``regimes.options``, ``regimes.analysis``
+    the detection options, declared once; every analysis of a run, computed once;
 ``regimes.viz``
-    Altair charts and the offline HTML report;
+    Altair charts and the offline HTML report, drawn from results (they run nothing);
 ``regimes.cli``
     the ``regimes`` command.
 
@@ -45,6 +47,7 @@ __all__ = [
     "BackendResult",
     "BoundaryAlignment",
     "ComparisonResult",
+    "DetectionOptions",
     "HistoryResult",
     "MemoryConfound",
     "MemoryResult",
@@ -56,10 +59,12 @@ __all__ = [
     "RegimesInputError",
     "RegimesWarning",
     "Run",
+    "RunAnalysis",
     "RunWriter",
     "SpeedupResult",
     "__version__",
     "align_boundaries",
+    "analyze",
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
@@ -78,6 +83,9 @@ __all__ = [
 ]
 
 _LAZY: dict[str, str] = {
+    "RunAnalysis": "regimes.analysis",
+    "analyze": "regimes.analysis",
+    "DetectionOptions": "regimes.options",
     "BackendResult": "regimes.explain.backends",
     "BackendComparison": "regimes.explain.backends",
     "compare_backends": "regimes.explain.backends",
@@ -114,6 +122,7 @@ _MODULES: dict[str, str] = {
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from regimes.analysis import RunAnalysis, analyze
     from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
     from regimes.detect import RegimeReport, RegimeResult, detect_regimes
@@ -126,6 +135,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.explain.history import HistoryResult, history_effect
     from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
     from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
+    from regimes.options import DetectionOptions
     from regimes.refine import RefineResult, refine_boundaries
     from regimes.speedup import SpeedupResult, cache_speedup
 

@@ -1,4 +1,7 @@
-"""The findings of a run in plain sentences, with their numbers.
+"""The findings of a run in plain sentences, with their numbers: text, never a drawing.
+
+``regimes analyze`` prints them, the HTML report and the notebook view show them, and
+each result's ``_headlines`` reads them from here, so no text needs the charts package.
 
 A finding names its group (when there are several), the quantity, the interval, the
 ratio over the smooth trend with its CI, the q value, and what happens after the
@@ -14,8 +17,15 @@ from typing import Any
 
 import polars as pl
 
-from regimes.viz import _style as style
-from regimes.viz._frames import GROUP_FIELD, group_labels, optional_frame, report_axes, sig3
+from regimes._labels import (
+    GROUP_FIELD,
+    group_labels,
+    level_text,
+    optional_frame,
+    quantity,
+    report_axes,
+    sig3,
+)
 
 _PLURAL = {"budget": "budgets", "total_tokens": "total lengths"}
 
@@ -98,12 +108,12 @@ def anomaly_findings(regimes: Any) -> list[str]:
     curve = regimes.curve
     labels = group_labels(curve, group_columns)[0]
     several = labels.height > 1
-    level = style.level_text(regimes)
+    level = level_text(regimes)
     after = _after(curve, group_columns, x)
     found = labelled(optional_frame(regimes, "anomalies"), group_columns, labels)
     lines = [
         (f"{row[GROUP_FIELD]}: " if several else "")
-        + f"{style.quantity(y)} at {span(row, x)}{_bounds(row, x)} is {sig3(row['ratio'])}x "
+        + f"{quantity(y)} at {span(row, x)}{_bounds(row, x)} is {sig3(row['ratio'])}x "
         f"its trend ({level} CI {_ci(row)}){_q(row)}{after(row)}"
         for row in found.iter_rows(named=True)
     ]
@@ -112,7 +122,7 @@ def anomaly_findings(regimes: Any) -> list[str]:
         return lines
     params = getattr(regimes, "params", None) or {}
     return [
-        f"{style.quantity(y).capitalize()} follows its smooth trend in every group "
+        f"{quantity(y).capitalize()} follows its smooth trend in every group "
         f"({labels.height}): no interval of {_PLURAL.get(x, x)} leaves it by "
         f"x{params.get('min_ratio', '?')} or more at a false discovery rate of "
         f"{params.get('alpha', '?')}."
@@ -252,7 +262,7 @@ def collapse_findings(speedup: Any, x: str) -> list[str]:
     keys = [c for c in getattr(speedup, "group_columns", []) if c in collapses.columns]
     labels = group_labels(speed, keys)[0]
     several = labels.height > 1
-    level = style.level_text(speedup)
+    level = level_text(speedup)
     return [
         (f"{row[GROUP_FIELD]}: " if several else "")
         + f"the KV-cache speedup at {span(row, x)} is {sig3(row['ratio'])}x its trend "
@@ -357,7 +367,7 @@ def comparison_findings(comparison: Any) -> list[str]:
         + f"the regime at {span(row, x)} {row['status']} in the new run"
         + (
             f": new over base x{sig3(row['ratio_of_ratios'])} "
-            f"({style.level_text(comparison)} CI {_ci(row)}){_q(row)}"
+            f"({level_text(comparison)} CI {_ci(row)}){_q(row)}"
             if row.get("ratio_of_ratios") is not None
             else ""
         )
@@ -371,3 +381,95 @@ def comparison_findings(comparison: Any) -> list[str]:
                 f"({row['change']}; CI {_ci(row, 'shift_low', 'shift_high')}){_q(row)}"
             )
     return lines
+
+
+def headlines(regimes: Any, speedup: Any = None, meta: dict[str, Any] | None = None) -> list[str]:
+    """One terse line per anomaly of ``regimes`` and per collapse of ``speedup``.
+
+    Then what the curves without an anomaly, and the inconclusive ones, could have
+    found, and the run's collection-time hygiene warnings
+    (:func:`regimes.viz.sensitivity_findings`).
+
+    Parameters
+    ----------
+    regimes : RegimeResult
+        The result of :func:`regimes.detect_regimes`.
+    speedup : SpeedupResult, optional
+        The result of :func:`regimes.cache_speedup`.
+    meta : dict, optional
+        The run's metadata (``meta.json``), for its hygiene warnings.
+
+    Returns
+    -------
+    list of str
+        Groups named by the labels the charts use; each line gives the interval, the
+        ratio over the smooth trend with its CI, the q value and whether it recovers.
+        One line saying so when nothing was found and the result carries no
+        sensitivity.
+
+    See Also
+    --------
+    RunReport.findings : the same findings as sentences, with where each recovers.
+    """
+    x, y, group_columns = report_axes(regimes)
+    labels = group_labels(regimes.curve, group_columns)[0]
+    level = level_text(regimes)
+    lines = [
+        f"{row[GROUP_FIELD]}: {y} at {x} {_dash_span(row)} is {row['ratio']:.3g}x its smooth "
+        f"trend ({level} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
+        + (f", q = {row['q_value']:.2g}" if row.get("q_value") is not None else "")
+        + _recovery(row)
+        for row in labelled(regimes.anomalies, group_columns, labels).iter_rows(named=True)
+    ]
+    collapses = getattr(speedup, "collapses", None)
+    if isinstance(collapses, pl.DataFrame) and collapses.height:
+        keys = [c for c in group_columns if c in collapses.columns and c != "use_cache"]
+        speed_labels = group_labels(speedup.speedup, keys)[0]
+        lines += [
+            f"{row[GROUP_FIELD]}: the KV-cache speedup at {x} {_dash_span(row)} is "
+            f"{row['ratio']:.3g}x its trend ({level_text(speedup)} CI "
+            f"{row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
+            for row in labelled(collapses, keys, speed_labels).iter_rows(named=True)
+        ]
+    lines += sensitivity_findings(regimes, meta)
+    return lines or [f"no anomaly: {y} follows its smooth trend in every group"]
+
+
+def _dash_span(row: dict[str, Any]) -> str:
+    return str(row["start"]) if row["start"] == row["end"] else f"{row['start']}–{row['end']}"
+
+
+def _recovery(row: dict[str, Any]) -> str:
+    recovered = row.get("recovered")
+    if recovered is None:
+        return ""
+    return ", recovers after it" if recovered else ", stays up (a step)"
+
+
+def refinement_findings(result: Any) -> list[str]:
+    """One sentence per refined boundary: its bracket, where it started, its cost."""
+    lines = []
+    label_columns = result.params.get("label_columns", [])
+    for row in result.boundaries.iter_rows(named=True):
+        who = " · ".join(str(row[c]) for c in label_columns if row.get(c) is not None)
+        what = "KV-cache speedup" if row["source"] == "speedup" else "latency"
+        where = (
+            f"lies between budgets {row['low']} and {row['high']}"
+            if row["resolved"]
+            else f"is still open between budgets {row['low']} and {row['high']} ({row['status']})"
+        )
+        lines.append(
+            f"{who + ': ' if who else ''}the {what} {row['kind']} {where}, refined from the "
+            f"grid's {row['grid_low']}–{row['grid_high']} with {row['probes']} probe(s), "
+            f"{row['generations']} generation(s)."
+        )
+    return lines
+
+
+def result_summary(result: Any) -> str:
+    """Return ``result.summary()`` as text (a polars table printed in full)."""
+    summary = result.summary() if hasattr(result, "summary") else ""
+    if isinstance(summary, pl.DataFrame):
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=160):
+            return str(summary)
+    return str(summary)

@@ -266,7 +266,7 @@ class AnalysisResult:
         """
         if not self._explanation:
             return []
-        from regimes.viz._findings import explanation_findings
+        from regimes._findings import explanation_findings
 
         return explanation_findings(self)
 

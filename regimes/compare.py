@@ -23,14 +23,22 @@ import polars as pl
 
 from regimes._compare.anomalies import anomaly_rows
 from regimes._compare.shift import budget_rows, difference, shift_row
-from regimes._compare.sides import Key, Side, build_side, match_columns, read_source
+from regimes._compare.sides import (
+    Key,
+    Side,
+    build_side,
+    detection_fits,
+    match_columns,
+    read_source,
+)
 from regimes._compare.statuses import STATUSES
 from regimes._compare.tables import build_tables
 from regimes._compare.text import summary_text
 from regimes._result import AnalysisResult, native_library
 from regimes._stats.multitest import benjamini_hochberg
-from regimes.data.schema import check_fraction, check_min_ratio, check_n_boot, check_seed
 from regimes.detect import RegimeResult
+from regimes.errors import RegimesInputError
+from regimes.options import check_options
 
 __all__ = ["POWER", "STATUSES", "ComparisonResult", "compare_runs"]
 
@@ -111,7 +119,7 @@ class ComparisonResult(AnalysisResult):
 
     def _headlines(self) -> list[str]:
         """Return one sentence per regime's status and per significant shift."""
-        from regimes.viz._findings import comparison_findings
+        from regimes._findings import comparison_findings
 
         return comparison_findings(self)
 
@@ -135,6 +143,7 @@ def compare_runs(
     n_boot: int = 200,
     seed: int = 0,
     level: float = 0.95,
+    detection: RegimeResult | None = None,
 ) -> ComparisonResult:
     """Compare two runs of a sweep: regimes that appeared, vanished or changed, and shifts.
 
@@ -189,6 +198,12 @@ def compare_runs(
         Seed of those draws; the same seed gives the same result.
     level : float, default 0.95
         Confidence level of every interval.
+    detection : RegimeResult, optional
+        The new run's detection, already made (:func:`regimes.analyze` passes its own),
+        so that the new run is not detected again. It must be a detection of ``new``
+        with this call's ``x``, ``y``, ``alpha``, ``min_ratio``, ``n_boot``, ``seed`` and
+        ``level``, grouped by the matched columns (or by more that never split a
+        matched curve); the base run is then detected with its other settings too.
 
     Returns
     -------
@@ -202,7 +217,7 @@ def compare_runs(
         A run that cannot be read or detected (the message names which), no curve in
         common is not an error (every curve is then listed in ``unmatched``), bad
         ``alpha``, ``level``, ``min_ratio`` or ``n_boot``, or ``by`` naming a column a
-        run lacks.
+        run lacks, or a ``detection`` that is not one of ``new`` with these settings.
 
     See Also
     --------
@@ -238,17 +253,15 @@ def compare_runs(
     >>> result.shift.get_column("change").to_list()
     ['no significant change']
     """
-    check_fraction(alpha=alpha, level=level)
-    check_min_ratio(min_ratio)
-    check_n_boot(n_boot, level=level)
-    check_seed(seed)
+    detect = dict(x=x, y=y, alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed, level=level)
+    check_options(**detect)
     base_frame, base_label = read_source(base, "base")
     new_frame, new_label = read_source(new, "new")
     group_columns = match_columns(base_frame, new_frame, by, x)
-    detect = dict(x=x, y=y, alpha=alpha, min_ratio=min_ratio, n_boot=n_boot, seed=seed, level=level)
+    base_detect = detect if detection is None else _reused(detection, group_columns, detect)
     sides = (
-        build_side("base", base_frame, base_label, group_columns, detect),
-        build_side("new", new_frame, new_label, group_columns, detect),
+        build_side("base", base_frame, base_label, group_columns, base_detect),
+        build_side("new", new_frame, new_label, group_columns, detect, report=detection),
     )
     rows = _compare_curves(sides, group_columns, alpha, min_ratio, level)
     _adjust(rows, alpha)
@@ -266,6 +279,39 @@ def compare_runs(
         params=dict(detect, by=by, base=base_label, new=new_label),
         native=native_library(base),
     )
+
+
+_DETECTION_ONLY = ("direction", "penalty", "session", "fdr")
+"""Settings of a given detection that this call does not take, but the base run's
+detection must share with it."""
+
+
+def _reused(
+    detection: RegimeResult, group_columns: list[str], detect: dict[str, Any]
+) -> dict[str, Any]:
+    """Check a given detection of the new run; return the base run's detection options."""
+    if not isinstance(detection, RegimeResult):
+        raise RegimesInputError(
+            f"detection must be a RegimeResult of the new run, got {type(detection).__name__}"
+        )
+    axes = {"x": detection.x, "y": detection.y}
+    differ = [
+        f"{k}={v!r} (given {detection.params.get(k, axes.get(k))!r})"
+        for k, v in detect.items()
+        if detection.params.get(k, axes.get(k)) != v
+    ]
+    if differ:
+        raise RegimesInputError(
+            "the detection given was made with other settings than this comparison: "
+            f"{', '.join(differ)}; pass the same settings or leave detection out"
+        )
+    reason = detection_fits(detection, group_columns)
+    if reason is not None:
+        raise RegimesInputError(
+            f"the detection given cannot stand for the new run: {reason} (the curves are "
+            f"matched on {group_columns}); pass by= or leave detection out"
+        )
+    return detect | {k: detection.params[k] for k in _DETECTION_ONLY if k in detection.params}
 
 
 def _compare_curves(

@@ -103,7 +103,7 @@ class RefineResult(AnalysisResult):
 
     def _headlines(self) -> list[str]:
         """Return one sentence per refined boundary, as the report words it."""
-        from regimes.viz._sections import refinement_findings
+        from regimes._findings import refinement_findings
 
         return refinement_findings(self)
 

@@ -9,7 +9,7 @@ For a group (the case columns without ``use_cache``) and an ``x`` measured both 
 variance of :math:`\log S` is the sum of the two cells' median variances
 (:func:`regimes._stats.levels.cell_levels`: moderated within-session noise and, with
 several sessions, the spread of their medians), and the interval is a t interval with
-Welch-Satterthwaite degrees of freedom (see :func:`_speedup_table`).
+Welch-Satterthwaite degrees of freedom (see :func:`regimes._speedup.cells.speedup_table`).
 
 **Collapses.** On the log scale the speedup's level is the difference of the two
 cells' levels, :math:`L = \ell_{\text{off}} - \ell_{\text{on}}`, with variance
@@ -26,8 +26,9 @@ three for one that touches an end of the grid and is no longer than its flank), 
 trend carries its own uncertainty into the ratio's interval, and the between-cell
 variance comes from the cells around the interval's own trend, with its uncertainty
 carried even where it is estimated as 0 (:func:`regimes._stats.between_cell.interval_tau`), so
-that short grids stay calibrated (see :func:`_find_collapses`). A trend is never drawn
-from a single cell, nor extrapolated beyond the cells that support it.
+that short grids stay calibrated (see :func:`regimes._speedup.collapses.find_collapses`).
+A trend is never drawn from a single cell, nor extrapolated beyond the cells that support
+it.
 
 **Trend coordinate.** With the cache on a step costs about the same at every position;
 with it off a step reprocesses the whole sequence. Where the fixed and the
@@ -45,35 +46,23 @@ the choice gains on the published table and what it costs on smooth curves).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
-import numpy as np
 import polars as pl
-from scipy import stats
 
 from regimes._deprecation import deprecate_parameters
 from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult, native_library, untested_frame
-from regimes._stats.anomaly_table import Interval, anomaly_frame
-from regimes._stats.between_cell import curve_taus
-from regimes._stats.candidates import choose_intervals
-from regimes._stats.contrasts import ContrastResults
-from regimes._stats.curves import Curve, curve_from_levels, index_curves
-from regimes._stats.fixed_intervals import scan_intervals, supported_intervals
-from regimes._stats.levels import cell_levels
-from regimes._stats.multitest import benjamini_hochberg
-from regimes._stats.trends import level_trend
+from regimes._speedup.cells import paired_cells, speedup_levels, speedup_table
+from regimes._speedup.collapses import find_collapses, scan_curves
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio
-from regimes.errors import RegimesInputError, RegimesWarning
+from regimes.errors import RegimesInputError
 from regimes.explain._anomalies import group_label, summary_text
 
 __all__ = ["SpeedupResult", "cache_speedup"]
 
-MIN_CELLS = 3
-"""Fewest ``x`` measured both ways that a group needs for a trend."""
 
 _SPEEDUP_COLUMNS = (
     "speedup",
@@ -125,7 +114,7 @@ class SpeedupResult(AnalysisResult):
 
     def _headlines(self) -> list[str]:
         """Return one sentence per collapse, as the report words it."""
-        from regimes.viz._findings import collapse_findings
+        from regimes._findings import collapse_findings
 
         return collapse_findings(self, self.x)
 
@@ -208,36 +197,6 @@ class SpeedupResult(AnalysisResult):
 
     def __str__(self) -> str:
         return self.summary()
-
-
-class _Scan(NamedTuple):
-    """Every supported interval of one log-speedup curve, tested downwards."""
-
-    start: np.ndarray
-    end: np.ndarray
-    kind: np.ndarray
-    peak: np.ndarray
-    p_value: np.ndarray
-    estimate: np.ndarray
-    se: np.ndarray
-    ratio: np.ndarray
-    ratio_low: np.ndarray
-    ratio_high: np.ndarray
-    trend: list[np.ndarray]
-
-
-class _SpeedupCurve(NamedTuple):
-    """One group's log-speedup curve with its whole-curve ``(tau2, df)`` and scan.
-
-    (``None`` when it could not be tested, ``reason`` saying why).
-    """
-
-    key: dict[str, Any]
-    cells: pl.DataFrame
-    curve: Curve
-    tau: tuple[float, float]
-    scan: _Scan | None
-    reason: str | None
 
 
 @deprecate_parameters(
@@ -352,11 +311,11 @@ def cache_speedup(
         level=level,
         session=session,
     )
-    levels = _speedup_levels(frame, group_columns, x, y)
-    curves = _scan_curves(levels, group_columns, x, level, math.log(min_ratio))
-    trend, collapses = _find_collapses(curves, group_columns, x, frame.schema[x], alpha, min_ratio)
+    levels = speedup_levels(frame, group_columns, x, y)
+    curves = scan_curves(levels, group_columns, x, level, math.log(min_ratio))
+    trend, collapses = find_collapses(curves, group_columns, x, frame.schema[x], alpha, min_ratio)
     speedup = (
-        _speedup_table(levels, group_columns, x, level)
+        speedup_table(levels, group_columns, x, level)
         .with_columns(pl.col(x).cast(frame.schema[x]))
         .join(trend, on=[*group_columns, x], how="left", nulls_equal=True)
         .with_columns((pl.col("speedup") / pl.col("trend")).alias("ratio"))
@@ -397,7 +356,7 @@ def _prepare(
         by = [*by, "use_cache"]
     frame, with_cache = prepare_trials(df, x, y, by, session)
     group_columns = [c for c in with_cache if c != "use_cache"]
-    return _paired_cells(frame, group_columns, x), group_columns
+    return paired_cells(frame, group_columns, x), group_columns
 
 
 def _trial_rows(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
@@ -407,288 +366,3 @@ def _trial_rows(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -
     if "session" not in kept:
         out = out.with_columns(frame.get_column("_session").alias("session"))
     return out
-
-
-def _paired_cells(frame: pl.DataFrame, group_columns: list[str], x: str) -> pl.DataFrame:
-    """Keep the (group, x) cells measured both with and without the cache."""
-    if frame.get_column("use_cache").null_count():
-        raise RegimesInputError(
-            "column 'use_cache' has null values; each trial must say whether the KV cache was on"
-        )
-    states = set(frame.get_column("use_cache").unique().to_list())
-    for state, word in ((False, "off"), (True, "on")):
-        if state not in states:
-            raise RegimesInputError(
-                f"no cache-{word} rows (use_cache={state}): the speedup needs trials with "
-                "the KV cache both on and off"
-            )
-    keys = [*group_columns, x]
-    paired = frame.with_columns(pl.col("use_cache").n_unique().over(keys).alias("_ways"))
-    kept = paired.filter(pl.col("_ways") == 2).drop("_ways")
-    if kept.height == 0:
-        raise RegimesInputError(
-            f"no {x} value is measured both with and without the cache in any group; the "
-            "cache-on and cache-off sweeps do not overlap"
-        )
-    lost = paired.filter(pl.col("_ways") == 1).select(keys).unique().height
-    if lost:
-        warnings.warn(
-            f"left out {lost} (group, {x}) cell(s) measured with the cache only on or only "
-            "off: a speedup needs both",
-            RegimesWarning,
-            stacklevel=3,
-        )
-    return kept
-
-
-def _speedup_levels(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> pl.DataFrame:
-    """Reduce each (group, x) measured both ways to the log-speedup level.
-
-    Its variance and Welch df
-    from the two cells' levels, and for the speedup's interval the two medians, their
-    counts, and the log median ratio's variance (``median_var``, Welch df ``median_df``).
-    """
-    index = index_curves(frame, [*group_columns, "use_cache"], x)
-    levels = cell_levels(index.frame, "_curve", "_x", "_ly", "_session", raw=y).join(
-        index.groups, on="_curve"
-    )
-    off = levels.filter(~pl.col("use_cache"))
-    on = levels.filter(pl.col("use_cache"))
-    joined = off.join(on, on=[*group_columns, "_x"], suffix="_on", nulls_equal=True)
-
-    def welch(first: str, second: str) -> pl.Expr:
-        a, b = pl.col(first), pl.col(f"{first}_on")
-        dof = (a + b) ** 2 / (a**2 / pl.col(second) + b**2 / pl.col(f"{second}_on"))
-        return dof.fill_nan(1.0).clip(1.0, None)
-
-    return joined.select(
-        *group_columns,
-        "_x",
-        (pl.col("level") - pl.col("level_on")).alias("level"),
-        (pl.col("var") + pl.col("var_on")).alias("var"),
-        welch("var", "df").alias("df"),
-        pl.col("median").alias("off_median"),
-        pl.col("median_on").alias("on_median"),
-        pl.col("n").alias("off_n"),
-        pl.col("n_on").alias("on_n"),
-        (pl.col("median_var") + pl.col("median_var_on")).alias("median_var"),
-        welch("median_var", "median_df").alias("median_df"),
-    ).sort([*group_columns, "_x"])
-
-
-def _speedup_table(
-    levels: pl.DataFrame, group_columns: list[str], x: str, level: float
-) -> pl.DataFrame:
-    """Compute the speedup per (group, x) with its t interval on the log scale.
-
-    The variance is the sum of the two cells' median variances
-    (:func:`regimes._stats.levels.cell_levels`: moderated within-session noise, and with
-    several sessions the spread of their medians, so the interval is for a fresh
-    process); Welch-Satterthwaite degrees of freedom. Where each cell was measured in a
-    single process the interval is for those two processes: one process cannot show
-    the lottery between processes, and the speedup curve is too short to estimate it.
-    """
-    var = levels.get_column("median_var").to_numpy()
-    dof = levels.get_column("median_df").to_numpy()
-    speedup = (levels.get_column("off_median") / levels.get_column("on_median")).to_numpy()
-    half = stats.t.ppf((1.0 + level) / 2.0, dof) * np.sqrt(var)
-    return levels.select(
-        *group_columns,
-        pl.col("_x").alias(x),
-        pl.Series("speedup", speedup),
-        pl.Series("ci_low", speedup * np.exp(-half)),
-        pl.Series("ci_high", speedup * np.exp(half)),
-        "off_median",
-        "on_median",
-        "off_n",
-        "on_n",
-    )
-
-
-def _untestable(n_cells: int, x: str) -> str | None:
-    """Why a speedup curve of ``n_cells`` cannot be scanned for collapses, or ``None``."""
-    if n_cells < MIN_CELLS:
-        return (
-            f"only {n_cells} {x} value(s) measured both with and without the cache; "
-            f"a trend needs at least {MIN_CELLS}"
-        )
-    if not supported_intervals(n_cells):
-        return (
-            f"{n_cells} {x} values measured both ways: no interval has the flank cells a "
-            "trend needs (2 on each side, 3 beside an interval at an end of the grid)"
-        )
-    return None
-
-
-def _scan_curves(
-    levels: pl.DataFrame, group_columns: list[str], x: str, level: float, threshold: float
-) -> list[_SpeedupCurve]:
-    """Each group's log-speedup curve, scanned downwards where it can be.
-
-    Each interior interval is tested in the coordinate (``log x`` or ``x``) whose trend
-    fits the cells around it best; see :func:`regimes._stats.fixed_intervals.scan_intervals`.
-    """
-    parts = levels.partition_by(group_columns, maintain_order=True) if group_columns else [levels]
-    arrays = [curve_from_levels(part) for part in parts]
-    taus = curve_taus(arrays)
-    linear = [curve._replace(u=curve.x.astype(float)) for curve in arrays]
-    linear_taus = curve_taus(linear)
-    out = []
-    for part, curve, tau, other, other_tau in zip(
-        parts, arrays, taus, linear, linear_taus, strict=True
-    ):
-        reason = _untestable(curve.x.size, x)
-        scan = None if reason else _scan_down(curve, tau, level, threshold, [(other, other_tau)])
-        key = {c: part.get_column(c)[0] for c in group_columns}
-        out.append(_SpeedupCurve(key, part, curve, tau, scan, reason))
-    return out
-
-
-def _scan_down(
-    curve: Curve,
-    prior_tau: tuple[float, float],
-    level: float,
-    threshold: float,
-    alternatives: Sequence[tuple[Curve, tuple[float, float]]] = (),
-) -> _Scan:
-    """Scan every interval of one curve with enough flank support downwards.
-
-    (:func:`regimes._stats.fixed_intervals.flank_support`), tested downwards in the
-    trend coordinate that fits its flank best.
-    """
-    intervals = supported_intervals(curve.x.size)
-    tests = scan_intervals(
-        curve,
-        intervals,
-        prior_tau,
-        direction="down",
-        alternatives=alternatives,
-        threshold=threshold,
-    )
-    out = {
-        name: np.concatenate([getattr(k, name) for k in tests])
-        for name in ("start", "end", "kind", "peak", "p_value", "estimate", "se", "df")
-    }
-    joint = ContrastResults(out["estimate"], out["se"], out["df"], out["p_value"])
-    ratio, low, high = joint.ratio_interval(level)
-    return _Scan(
-        start=out["start"],
-        end=out["end"],
-        kind=out["kind"],
-        peak=out["peak"],
-        p_value=out["p_value"],
-        estimate=out["estimate"],
-        se=out["se"],
-        ratio=ratio,
-        ratio_low=low,
-        ratio_high=high,
-        trend=[k.trend[0] for k in tests],
-    )
-
-
-def _choose(scan: _Scan, alpha: float, min_ratio: float) -> list[int]:
-    """Choose collapses greedily, without overlap, largest ``|z|`` first.
-
-    Among the candidates with ``p < alpha`` and a large enough dip.
-
-    ``|z|`` of the interval-against-trend contrast is the matched-filter scan statistic:
-    adding a normal cell to a dip, or dropping one of its cells, lowers it in
-    expectation, so the largest picks the dip's boundaries. Ordering by p-value would
-    not: p is the largest of the gate tests' p-values, which differ in kind between
-    intervals inside the grid and intervals touching its ends.
-    """
-    eligible = (scan.p_value < alpha) & (scan.ratio <= 1.0 / min_ratio)
-    z = np.abs(scan.estimate / np.where(scan.se > 0, scan.se, np.inf))
-    return [int(k) for k in choose_intervals(scan.start, scan.end, eligible, (-z,))]
-
-
-def _find_collapses(
-    curves: list[_SpeedupCurve],
-    group_columns: list[str],
-    x: str,
-    x_dtype: pl.DataType,
-    alpha: float,
-    min_ratio: float,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Significant collapses of every curve, and the speedup trend at every cell.
-
-    What differs from :func:`regimes.detect_regimes` is made for short grids (6 budgets
-    in the published table): every interval with enough flank support is a candidate,
-    not only runs of segments (its p-value is adjusted for the scan over all of them,
-    so this costs no validity, and a segmentation would need the between-cell variance
-    first), and Benjamini-Hochberg runs over each curve's greedy non-overlapping choice,
-    not over every overlapping variant of one dip.
-    """
-    chosen = [_choose(c.scan, alpha, min_ratio) if c.scan is not None else [] for c in curves]
-    q_all = benjamini_hochberg(
-        np.asarray(
-            [
-                c.scan.p_value[k]
-                for c, ks in zip(curves, chosen, strict=True)
-                if c.scan is not None
-                for k in ks
-            ],
-            dtype=float,
-        )
-    )
-    keyed, trends, offset = [], [], 0
-    for c, picked in zip(curves, chosen, strict=True):
-        q = dict(zip(picked, q_all[offset : offset + len(picked)], strict=True))
-        offset += len(picked)
-        found = [k for k in picked if q[k] < alpha]
-        trend = _curve_trend(c, found)
-        for k in found:
-            keyed.append(([c.key[g] for g in group_columns], _interval(c, k, q[k]), c.curve.x))
-        trends.append(
-            c.cells.select([*group_columns, "_x"]).with_columns(pl.Series("trend", np.exp(trend)))
-        )
-    trend_frame = pl.concat(trends).with_columns(pl.col("_x").cast(x_dtype).alias(x)).drop("_x")
-    schema = {g: curves[0].cells.schema[g] for g in group_columns} if curves else {}
-    return trend_frame, anomaly_frame(keyed, schema, x_dtype)
-
-
-def _interval(c: _SpeedupCurve, k: int, q: float) -> Interval:
-    """Report the ``k``-th scanned interval of a curve as a collapse."""
-    scan = c.scan
-    assert scan is not None
-    s, e = int(scan.start[k]), int(scan.end[k])
-    return Interval(
-        start=s,
-        end=e,
-        peak=int(scan.peak[k]),
-        ratio=scan.ratio[k],
-        ratio_low=scan.ratio_low[k],
-        ratio_high=scan.ratio_high[k],
-        p_value=scan.p_value[k],
-        q_value=q,
-        recovered=e + 1 < c.curve.x.size,
-        kind=str(scan.kind[k]),
-    )
-
-
-def _curve_trend(c: _SpeedupCurve, found: list[int]) -> np.ndarray:
-    """Fit the log-speedup trend of one curve.
-
-    A robust fit with a free level at each collapse's boundaries, its constant from the cells
-    outside collapses, and each
-    collapse's own flank trend inside it.
-    """
-    curve, scan = c.curve, c.scan
-    xs, lev = curve.x, curve.level
-    starts = [int(scan.start[k]) for k in found] if scan is not None else []
-    ends = [int(scan.end[k]) for k in found] if scan is not None else []
-    breaks = sorted(
-        {b for s, e in zip(starts, ends, strict=True) for b in (s, e + 1) if 0 < b < xs.size}
-    )
-    trend = (
-        level_trend(curve.u, lev, curve.var + c.tau[0], breaks).values
-        if xs.size >= MIN_CELLS
-        else np.full(xs.size, np.nan)
-    )
-    normal = np.ones(xs.size, dtype=bool)
-    for s, e in zip(starts, ends, strict=True):
-        normal[s : e + 1] = False
-    trend = trend + float(np.median((lev - trend)[normal]))
-    for k, s, e in zip(found, starts, ends, strict=True):
-        trend[s : e + 1] = scan.trend[k]  # type: ignore[union-attr]
-    return trend

@@ -61,3 +61,55 @@ def test_the_statistics_package_never_imports_torch():
             if any(n == "torch" or n.startswith(("torch.", "transformers")) for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
+
+
+ANALYSES = frozenset(
+    {
+        "analyze",
+        "detect_regimes",
+        "cache_speedup",
+        "compare_runs",
+        "refine_boundaries",
+        "attribute_phases",
+        "compare_backends",
+        "memory_confound",
+        "align_boundaries",
+        "history_effect",
+    }
+)
+"""The functions that analyse a run: the charts draw their results and never call them."""
+
+ANALYSIS_MODULES = ("regimes.detect", "regimes.speedup", "regimes.compare", "regimes.refine")
+ANALYSIS_PACKAGES = ("regimes.explain", "regimes._compare", "regimes._refine")
+
+
+def _analysis_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    """Each import of an analysis (function or module) and each use of an analysis's name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported = {alias.name for alias in node.names}
+            module = node.module
+            if module in ANALYSIS_MODULES or module.startswith(ANALYSIS_PACKAGES):
+                found.append((node.lineno, f"from {module} import {', '.join(sorted(imported))}"))
+            elif imported & ANALYSES:
+                found.append((node.lineno, f"imports {sorted(imported & ANALYSES)}"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in ANALYSIS_MODULES or alias.name.startswith(ANALYSIS_PACKAGES):
+                    found.append((node.lineno, f"import {alias.name}"))
+        elif isinstance(node, ast.Name) and node.id in ANALYSES:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and node.attr in ANALYSES:
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def test_the_charts_never_run_an_analysis():
+    """Nothing under regimes/viz imports or calls an analysis; it draws their results."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for path in sorted((ROOT / "regimes" / "viz").rglob("*.py"))
+        for line, what in _analysis_uses(ast.parse(path.read_text()))
+    ]
+    assert not offenders, offenders

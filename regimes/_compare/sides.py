@@ -45,6 +45,7 @@ __all__ = [
     "CurveCells",
     "Side",
     "build_side",
+    "detection_fits",
     "match_columns",
     "process_variance",
     "read_source",
@@ -127,21 +128,45 @@ def match_columns(
     return [c for c in present_case_columns(base, exclude=exclude) if c in shared]
 
 
+def detection_fits(detection: RegimeResult, group_columns: Sequence[str]) -> str | None:
+    """Say why a run's detection cannot stand for its side of a comparison (``None``: it can).
+
+    The comparison matches curves on ``group_columns``; a detection grouped by those
+    columns, or by more that never split one matched curve (a run's single ``device``),
+    has exactly the comparison's curves.
+    """
+    missing = [c for c in group_columns if c not in detection.group_columns]
+    if missing:
+        return f"the detection does not group by {missing}"
+    groups = detection.groups
+    if group_columns:
+        splits = bool(groups.select(list(group_columns)).is_duplicated().any())
+    else:
+        splits = groups.height > 1
+    if splits:
+        extra = [c for c in detection.group_columns if c not in group_columns]
+        return f"the detection splits the matched curves by {extra}"
+    return None
+
+
 def build_side(
     name: str,
     frame: pl.DataFrame,
     label: str,
     group_columns: list[str],
     detect: dict[str, Any],
+    report: RegimeResult | None = None,
 ) -> Side:
     """Detect regimes in one run and reduce it to cell levels per curve.
 
     ``detect`` holds the keyword arguments of :func:`regimes.detect_regimes` (``x`` and
-    ``y`` among them); an error it raises is prefixed with the run's name.
+    ``y`` among them); an error it raises is prefixed with the run's name. ``report``: a
+    detection of ``frame`` already made (:func:`detection_fits` the curves), used instead.
     """
     x, y = detect["x"], detect["y"]
     try:
-        report = detect_regimes(frame, by=group_columns, **detect)
+        if report is None:
+            report = detect_regimes(frame, by=group_columns, **detect)
         with warnings.catch_warnings():
             # detect_regimes has just warned about the same rows
             warnings.simplefilter("ignore", RegimesWarning)

@@ -2,19 +2,23 @@
 
 Each type function turns a command-line string into the value the library takes, with
 the library's own check (:mod:`regimes.data.schema`), so that a bad value is refused by
-the parser in the same words the Python API would use.
+the parser in the same words the Python API would use. The detection options given
+become one :class:`regimes.options.DetectionOptions` (:func:`detection_options`); an
+option left out keeps the library's default, which the flags never restate.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
 from regimes.data.schema import RegimesInputError, check_seed
+from regimes.options import DetectionOptions
 
-DETECT_OPTIONS = ("alpha", "min_ratio", "direction", "n_boot", "seed")
-"""Detection options the commands pass on only when given (the others keep defaults)."""
+DETECT_OPTIONS = ("by", "alpha", "min_ratio", "direction", "n_boot", "seed")
+"""Detection options the flags set (``--x`` and ``--y`` always hold a value)."""
 
 
 def add_skip_damaged(parser: argparse.ArgumentParser) -> None:
@@ -32,42 +36,61 @@ def on_damaged(args: argparse.Namespace) -> Literal["raise", "skip"]:
     return "skip" if getattr(args, "skip_damaged", False) else "raise"
 
 
-def add_detection_options(parser: argparse.ArgumentParser) -> None:
-    """Add RUN and the detection options common to ``analyze`` and ``report``."""
+def add_run_argument(parser: argparse.ArgumentParser) -> None:
+    """Add RUN: the run a command analyses."""
     parser.add_argument(
         "run", type=Path, metavar="RUN", help="a run directory, or a .parquet / .csv trial table"
     )
-    add_axis_options(parser, "the time analysed")
-    parser.add_argument(
-        "--by",
-        type=column_list,
-        default=None,
-        metavar="COL[,COL...]",
-        help="group by these columns instead of the case columns present",
-    )
-    parser.add_argument(
-        "--alpha", type=probability, default=None, help="false discovery rate of anomalies"
-    )
-    parser.add_argument(
-        "--min-ratio",
-        type=at_least_one,
-        default=None,
-        help="smallest level ratio over the trend that counts as an anomaly",
-    )
-    parser.add_argument(
-        "--direction",
-        choices=("up", "down", "both"),
-        default=None,
-        help="report slowdowns (up, the default), speedups (down) or both",
-    )
-    parser.add_argument(
-        "--n-boot",
-        type=whole_number,
-        default=None,
-        help="bootstrap draws of the detection, which bound where each anomaly starts and "
-        "ends (default 200)",
-    )
-    parser.add_argument("--seed", type=seed, default=None, help="random seed, >= 0 (default 0)")
+
+
+def add_detection_options(
+    parser: argparse.ArgumentParser,
+    *,
+    run: bool = True,
+    axes: bool = True,
+    leave_out: Collection[str] = (),
+    by_help: str = "group by these columns instead of the case columns present",
+) -> None:
+    """Add RUN and the detection options every analysing command shares.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    run : bool, default True
+        Add the RUN positional argument (``compare`` names its two runs itself).
+    axes : bool, default True
+        Add ``--x`` and ``--y``.
+    leave_out : collection of str
+        Options of :data:`DETECT_OPTIONS` the command's analysis does not take (each
+        is named by the analysis's signature; a test holds them so).
+    by_help : str
+        What ``--by`` does for this command.
+    """
+    if run:
+        add_run_argument(parser)
+    if axes:
+        add_axis_options(parser, "the time analysed")
+    flags: dict[str, dict[str, Any]] = {
+        "by": dict(type=column_list, metavar="COL[,COL...]", help=by_help),
+        "alpha": dict(type=probability, help="false discovery rate of anomalies"),
+        "min_ratio": dict(
+            type=at_least_one, help="smallest level ratio over the trend that counts as an anomaly"
+        ),
+        "direction": dict(
+            choices=("up", "down", "both"),
+            help="report slowdowns (up, the default), speedups (down) or both",
+        ),
+        "n_boot": dict(
+            type=whole_number,
+            help="bootstrap draws of the detection, which bound where each anomaly starts "
+            "and ends (default 200)",
+        ),
+        "seed": dict(type=seed, help="random seed, >= 0 (default 0)"),
+    }
+    for name, settings in flags.items():
+        if name not in leave_out:
+            parser.add_argument(f"--{name.replace('_', '-')}", default=None, **settings)
 
 
 def add_axis_options(parser: argparse.ArgumentParser, y_help: str) -> None:
@@ -92,9 +115,15 @@ def add_axis_options(parser: argparse.ArgumentParser, y_help: str) -> None:
     )
 
 
-def detect_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Return the detection options given on the command line."""
-    return {name: getattr(args, name) for name in DETECT_OPTIONS if getattr(args, name) is not None}
+def detection_options(args: argparse.Namespace) -> DetectionOptions:
+    """Return the detection options of the command line, built once.
+
+    The axes, and each flag of :data:`DETECT_OPTIONS` given; the rest keep the
+    library's defaults.
+    """
+    given = {name: getattr(args, name, None) for name in DETECT_OPTIONS}
+    axes = {name: getattr(args, name) for name in ("x", "y") if hasattr(args, name)}
+    return DetectionOptions(**axes, **{k: v for k, v in given.items() if v is not None})
 
 
 def column_list(text: str) -> list[str]:

@@ -23,7 +23,7 @@ from regimes.cli._options import (
     add_detection_options,
     add_fail_on,
     add_skip_damaged,
-    detect_options,
+    detection_options,
     on_damaged,
 )
 from regimes.data.schema import RegimesInputError
@@ -69,12 +69,13 @@ def register(subparsers: Any) -> None:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Run ``regimes analyze``; return the exit status."""
+    from regimes._findings import headlines, result_summary
     from regimes.data.io import read_run
     from regimes.detect import detect_regimes
-    from regimes.viz.html import headlines, result_summary
 
+    options = detection_options(args)
     run = read_run(args.run, on_damaged=on_damaged(args))
-    result = detect_regimes(run.trials, x=args.x, y=args.y, by=args.by, **detect_options(args))
+    result = detect_regimes(run.trials, **options.for_(detect_regimes))
     if args.format == "json":
         sys.stdout.write(result.to_json() + "\n")
     elif args.format == "csv":

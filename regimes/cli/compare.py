@@ -22,12 +22,9 @@ from regimes.cli._options import (
     EXIT_FINDING,
     EXIT_STATUS_EPILOG,
     add_axis_options,
+    add_detection_options,
     add_fail_on,
-    at_least_one,
-    column_list,
-    probability,
-    seed,
-    whole_number,
+    detection_options,
 )
 from regimes.cli.analyze import flat
 from regimes.errors import RegimesInputError
@@ -60,24 +57,14 @@ def register(subparsers: Any) -> None:
         "-o", "--outdir", type=Path, default=None, help="write every result table here (CSV)"
     )
     add_axis_options(parser, "the time compared")
-    parser.add_argument(
-        "--by",
-        type=column_list,
-        default=None,
-        metavar="COL[,COL...]",
-        help="match curves on these columns instead of the case columns both runs have",
+    add_detection_options(
+        parser,
+        run=False,
+        axes=False,
+        # compare_runs tests slowdowns only: its statuses read a ratio above min_ratio
+        leave_out=("direction",),
+        by_help="match curves on these columns instead of the case columns both runs have",
     )
-    parser.add_argument("--alpha", type=probability, default=0.05, help="false discovery rate")
-    parser.add_argument(
-        "--min-ratio", type=at_least_one, default=1.25, help="smallest ratio over trend"
-    )
-    parser.add_argument(
-        "--n-boot",
-        type=whole_number,
-        default=200,
-        help="bootstrap draws of each run's detection (default 200)",
-    )
-    parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0")
     add_fail_on(parser, STATUSES, "appeared,changed")
     parser.set_defaults(handler=run_compare)
 
@@ -86,17 +73,8 @@ def run_compare(args: argparse.Namespace) -> int:
     """Run ``regimes compare``; return the exit status."""
     from regimes.compare import compare_runs
 
-    result = compare_runs(
-        args.base,
-        args.new,
-        by=args.by,
-        x=args.x,
-        y=args.y,
-        alpha=args.alpha,
-        min_ratio=args.min_ratio,
-        n_boot=args.n_boot,
-        seed=args.seed,
-    )
+    options = detection_options(args)
+    result = compare_runs(args.base, args.new, **options.for_(compare_runs))
     if args.format == "json":
         sys.stdout.write(result.to_json() + "\n")
     elif args.format == "csv":

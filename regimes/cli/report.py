@@ -1,7 +1,9 @@
 """``regimes report``: one offline HTML report of a run, and optionally PNG charts.
 
-The report holds the run's environment, the findings with their CIs and every chart
-the data supports (:mod:`regimes.viz.html`); it opens without a network.
+The run is analysed once (:func:`regimes.analyze`: each run detected once, the base run
+too with ``--baseline``), then drawn (:mod:`regimes.viz.html`): the run's environment,
+the findings with their CIs and every chart the data supports; it opens without a
+network.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from regimes.cli._options import (
     add_detection_options,
     add_skip_damaged,
-    detect_options,
+    detection_options,
     on_damaged,
 )
 from regimes.data.schema import RegimesInputError
@@ -65,6 +67,7 @@ def register(subparsers: Any) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Run ``regimes report``; return the exit status."""
+    from regimes.analysis import analyze
     from regimes.data.io import read_run
     from regimes.viz.html import build_report
 
@@ -74,18 +77,11 @@ def run_report(args: argparse.Namespace) -> int:
         )
     if args.max_panels < 1:
         raise RegimesInputError(f"--max-panels must be at least 1, got {args.max_panels}")
+    options = detection_options(args)
     run = read_run(args.run, on_damaged=on_damaged(args))
     baseline = read_run(args.baseline) if args.baseline is not None else None
-    report = build_report(
-        run,
-        x=args.x,
-        y=args.y,
-        by=args.by,
-        max_panels=args.max_panels,
-        title=args.title,
-        baseline=baseline,
-        **detect_options(args),
-    )
+    analysis = analyze(run, options, baseline)
+    report = build_report(analysis, max_panels=args.max_panels, title=args.title)
     path = report.write(args.output)
     print(f"wrote {path}")
     if args.png_dir is not None:

@@ -18,11 +18,36 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from regimes.data.schema import CASE_COLUMNS, validate_trials
+from regimes._labels import (
+    GROUP_FIELD,
+    frame_attr,
+    group_labels,
+    optional_frame,
+    report_axes,
+    sig3,
+)
+from regimes.data.schema import validate_trials
 from regimes.errors import RegimesInputError
 
-GROUP_FIELD = "group"
-"""Name of the label column that identifies a group in every chart's data."""
+__all__ = [
+    "GROUP_FIELD",
+    "NOISY_SPREAD",
+    "attach_labels",
+    "cell_edges",
+    "frame_attr",
+    "group_labels",
+    "inline_data",
+    "interval_part",
+    "noisy",
+    "optional_frame",
+    "ratio_label",
+    "report_axes",
+    "require",
+    "result_trials",
+    "select_groups",
+    "sig3",
+    "stack_parts",
+]
 
 NOISY_SPREAD = 3.0
 """A panel whose CI or trials reach this many times their cell's median is drawn on a
@@ -31,64 +56,11 @@ log axis by default (see :func:`noisy`)."""
 _SIG_FIGS = 6
 
 
-def frame_attr(obj: Any, name: str) -> pl.DataFrame:
-    """Return the polars frame ``obj.<name>``, or raise a clear error."""
-    frame = getattr(obj, name, None)
-    if not isinstance(frame, pl.DataFrame):
-        raise RegimesInputError(
-            f"expected a result with a polars DataFrame attribute {name!r}, "
-            f"got {type(obj).__name__}"
-        )
-    return frame
-
-
-def optional_frame(obj: Any, name: str) -> pl.DataFrame | None:
-    """``obj.<name>`` when it is a non-empty polars frame, else ``None``."""
-    frame = getattr(obj, name, None)
-    return frame if isinstance(frame, pl.DataFrame) and frame.height else None
-
-
 def require(frame: pl.DataFrame, columns: Sequence[str], what: str) -> None:
     """Raise a clear error when ``frame`` lacks some of ``columns``."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise RegimesInputError(f"{what} lacks column(s) {missing}; it has {frame.columns}")
-
-
-def report_axes(report: Any) -> tuple[str, str, list[str]]:
-    """``(x, y, group_columns)`` of a regime detection result.
-
-    Parameters
-    ----------
-    report : RegimeResult
-        A result of :func:`regimes.detect_regimes` (anything with a ``curve`` frame).
-
-    Returns
-    -------
-    tuple of (str, str, list of str)
-        Read from the result's ``x``, ``y`` and ``group_columns`` attributes; when a
-        result lacks them, ``x`` is the first of ``budget`` / ``total_tokens`` in its
-        curve, ``y`` defaults to ``latency_s`` and the groups are the case columns
-        present in the curve.
-
-    Raises
-    ------
-    RegimesInputError
-        When the result has no ``curve`` frame or the curve has no x column.
-    """
-    curve = frame_attr(report, "curve")
-    x = getattr(report, "x", None) or next(
-        (c for c in ("budget", "total_tokens") if c in curve.columns), None
-    )
-    if x is None or x not in curve.columns:
-        raise RegimesInputError(
-            f"the report's curve has no x column (looked for {x!r}); columns: {curve.columns}"
-        )
-    y = getattr(report, "y", None) or "latency_s"
-    groups = getattr(report, "group_columns", None)
-    if groups is None:
-        groups = [c for c in CASE_COLUMNS if c in curve.columns and c != x]
-    return x, str(y), list(groups)
 
 
 def result_trials(result: Any, df: Any, x: str, y: str, group_columns: Sequence[str]) -> Any:
@@ -100,55 +72,6 @@ def result_trials(result: Any, df: Any, x: str, y: str, group_columns: Sequence[
     if source is None:
         return None
     return validate_trials(source, x=x, y=y, required=[*group_columns, x, y])
-
-
-def _format_value(column: str) -> pl.Expr:
-    """Label one group key value for people (``cache on``, ``prompt 65``)."""
-    col = pl.col(column)
-    if column == "use_cache":
-        expr = pl.when(col).then(pl.lit("cache on")).otherwise(pl.lit("cache off"))
-    elif column == "prompt_tokens":
-        expr = pl.lit("prompt ") + col.cast(pl.String)
-    else:
-        expr = col.cast(pl.String)
-    return expr.fill_null(f"{column}=?").alias(column)
-
-
-def group_labels(keys: pl.DataFrame, group_columns: Sequence[str]) -> tuple[pl.DataFrame, str]:
-    """Label each distinct group and describe what all groups share.
-
-    Parameters
-    ----------
-    keys : polars.DataFrame
-        Any frame holding ``group_columns`` (a curve, a trial table).
-    group_columns : sequence of str
-        The columns that identify a group.
-
-    Returns
-    -------
-    labels : polars.DataFrame
-        The distinct key rows (sorted) with a ``group`` label column built from the
-        columns that vary between groups (``"mps · cache on"``). With a single group
-        every key goes into its label, so a panel is never titled by nothing.
-    caption : str
-        The values every group shares (``"gpt2 · float32"``), ``""`` when none.
-    """
-    group_columns = list(group_columns)
-    if not group_columns:
-        return pl.DataFrame({GROUP_FIELD: ["all"]}), ""
-    distinct = keys.select(group_columns).unique().sort(group_columns, nulls_last=True)
-    varying = [c for c in group_columns if distinct[c].n_unique() > 1]
-    constant = [c for c in group_columns if c not in varying]
-    label_columns = varying or group_columns
-    labelled = distinct.with_columns(
-        pl.concat_str([_format_value(c) for c in label_columns], separator=" · ").alias(GROUP_FIELD)
-    )
-    caption = ""
-    if varying and constant:
-        caption = " · ".join(
-            str(v) for v in distinct.select([_format_value(c) for c in constant]).row(0)
-        )
-    return labelled, caption
 
 
 def attach_labels(
@@ -240,13 +163,6 @@ def _interval_edges(
         pl.col("x_lo").fill_null(pl.col("start").cast(pl.Float64)),
         pl.col("x_hi").fill_null(pl.col("end").cast(pl.Float64)),
     )
-
-
-def sig3(value: float | None) -> str:
-    """Three significant digits, trailing zeros kept: ``10.0``, ``9.13``, ``112``."""
-    if value is None or value != value:
-        return "?"
-    return f"{value:#.3g}".rstrip(".")
 
 
 def ratio_label(ratio: str, low: str, high: str) -> pl.Expr:

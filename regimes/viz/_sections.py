@@ -1,7 +1,6 @@
 """The charts of a report, each with its heading and a sentence on how to read it.
 
-Also the analyses the charts need beyond the detection: the KV-cache speedup and the
-comparison with a base run.
+Each draws what a :class:`regimes.analysis.RunAnalysis` holds; none runs an analysis.
 """
 
 from __future__ import annotations
@@ -13,11 +12,10 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from regimes.errors import RegimesInputError
-from regimes.viz import _findings
+from regimes import _findings
+from regimes.analysis import is_instrumented
 from regimes.viz import _style as style
 from regimes.viz import charts as plot
-from regimes.viz._explanations import is_instrumented
 from regimes.viz._frames import GROUP_FIELD, group_labels, report_axes
 
 
@@ -31,51 +29,8 @@ class ChartSection:
     chart: alt.TopLevelMixin
 
 
-_SHARED_OPTIONS = ("alpha", "min_ratio", "level", "session")
-"""Options of ``detect_regimes`` that ``cache_speedup`` takes too (not ``direction`` nor
-``penalty``, nor the bootstrap's ``n_boot`` and ``seed``: the speedup draws nothing)."""
-
-
-def try_speedup(
-    trials: pl.DataFrame,
-    axes: tuple[str, str],
-    by: Sequence[str] | None,
-    detect_options: dict[str, Any],
-    notes: list[str],
-) -> Any:
-    """Return the cache speedup when both cache settings were measured, else ``None``."""
-    if "use_cache" not in trials.columns or trials["use_cache"].drop_nulls().n_unique() < 2:
-        return None
-    from regimes.speedup import cache_speedup
-
-    options = {k: v for k, v in detect_options.items() if k in _SHARED_OPTIONS}
-    speedup_by = None if by is None else [c for c in by if c != "use_cache"]
-    try:
-        return cache_speedup(trials, x=axes[0], y=axes[1], by=speedup_by, **options)
-    except RegimesInputError as exc:  # e.g. no budget measured both ways
-        notes.append(f"KV-cache speedup not analysed: {exc}")
-        return None
-
-
-_COMPARE_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed", "level")
-"""Options of ``detect_regimes`` that ``compare_runs`` takes too."""
-
-
-def compare(
-    base: pl.DataFrame,
-    trials: pl.DataFrame,
-    axes: tuple[str, str],
-    by: Sequence[str] | None,
-    detect_options: dict[str, Any],
-) -> Any:
-    """Compare the run's trials with the base run's, each detected with the same options."""
-    from regimes.compare import compare_runs
-
-    options = {k: v for k, v in detect_options.items() if k in _COMPARE_OPTIONS}
-    return compare_runs(base, trials, x=axes[0], y=axes[1], by=by, **options)
-
-
 def comparison_section(comparison: Any) -> ChartSection:
+    """Draw the run against the base run, both runs' medians and regimes."""
     caption = (
         "The base run in grey, this run in blue: medians with their CI bands, each run's "
         "regimes shaded in its colour, and each regime's status written at its foot with "
@@ -85,22 +40,22 @@ def comparison_section(comparison: Any) -> ChartSection:
     return ChartSection("comparison", "Against the base run", caption, chart)
 
 
-def chart_sections(
-    regimes: Any,
-    speedup: Any,
-    trials: pl.DataFrame,
-    limits: tuple[int, int],
-    notes: list[str],
-    probes: Sequence[int] = (),
-) -> list[ChartSection]:
-    """Every chart the data supports, in page order.
+def chart_sections(analysis: Any, limits: tuple[int, int], notes: list[str]) -> list[ChartSection]:
+    """Every chart the analysis supports, in page order.
 
-    ``probes``: budgets measured off the run's grid, marked in the latency chart.
+    ``limits``: the most latency panels and the fewest groups for the heatmap. Budgets
+    the run probed off its grid are marked in the latency chart; a comparison with a
+    base run comes second when some curve of this run matches one of the base's.
     """
+    regimes, speedup, trials = analysis.detection, analysis.speedup, analysis.trials
+    probes = analysis.probes
     x, y, group_columns = report_axes(regimes)
     max_panels, heatmap_min_groups = limits
     labels, _ = group_labels(regimes.curve, group_columns)
     charts = [_latency_section(regimes, trials, labels, max_panels, notes, probes)]
+    comparison = analysis.comparison
+    if comparison is not None and comparison.shift.height:
+        charts.append(comparison_section(comparison))
     if labels.height >= heatmap_min_groups:
         caption = (
             f"Colour is the median {style.quantity(y)} over its smooth trend (log "
@@ -171,49 +126,9 @@ class Refinement:
     caption: str
 
 
-_REFINE_OPTIONS = ("alpha", "min_ratio", "n_boot", "seed")
-"""Options of ``detect_regimes`` that ``refine_boundaries`` takes too."""
-
-
-def probe_budgets(trials: pl.DataFrame, meta: dict[str, Any]) -> list[int]:
-    """Return the budgets measured off the spec's grid (refinement probes), sorted.
-
-    Empty when the run has no spec grid (``meta.json`` ``spec.budgets``) or none off it.
-    """
-    grid = (meta.get("spec") or {}).get("budgets")
-    if not grid or "budget" not in trials.columns:
-        return []
-    present = trials.get_column("budget").drop_nulls().unique().to_list()
-    return sorted(set(present) - set(grid))
-
-
-def refinement(
-    trials: pl.DataFrame,
-    meta: dict[str, Any],
-    detect_options: dict[str, Any],
-    notes: list[str],
-) -> Refinement | None:
-    """Read back the refinement of a run that holds probes off its grid, else ``None``.
-
-    The brackets come from the probes on disk (:func:`regimes.refine_boundaries` with
-    no generation allowed): nothing is measured and no collector is loaded. A run
-    without probes costs nothing here.
-    """
-    if not probe_budgets(trials, meta):
-        return None
-    from regimes.refine import refine_boundaries
-
-    options = {k: v for k, v in detect_options.items() if k in _REFINE_OPTIONS}
-    grid = meta["spec"]["budgets"]
-    try:
-        result = refine_boundaries(trials, grid=grid, max_generations=0, **options)
-    except RegimesInputError as exc:
-        notes.append(f"Boundary refinement not shown: {exc}")
-        return None
-    if result.boundaries.height == 0:
-        notes.append(
-            "The run holds budgets off its grid, but the grid shows no boundary to refine."
-        )
+def refinement_section(result: Any) -> Refinement | None:
+    """Draw the boundary refinement read back from a run's probes (``None``: none)."""
+    if result is None:
         return None
     caption = (
         "Each refined curve: faint points are trials, black points the grid budgets' "
@@ -222,23 +137,3 @@ def refinement(
         "labelled kind low|high. Drag across the strip to zoom into a bracket."
     )
     return Refinement(result, plot.refine_chart(result), caption)
-
-
-def refinement_findings(result: Any) -> list[str]:
-    """One sentence per refined boundary: its bracket, where it started, its cost."""
-    lines = []
-    label_columns = result.params.get("label_columns", [])
-    for row in result.boundaries.iter_rows(named=True):
-        who = " · ".join(str(row[c]) for c in label_columns if row.get(c) is not None)
-        what = "KV-cache speedup" if row["source"] == "speedup" else "latency"
-        where = (
-            f"lies between budgets {row['low']} and {row['high']}"
-            if row["resolved"]
-            else f"is still open between budgets {row['low']} and {row['high']} ({row['status']})"
-        )
-        lines.append(
-            f"{who + ': ' if who else ''}the {what} {row['kind']} {where}, refined from the "
-            f"grid's {row['grid_low']}–{row['grid_high']} with {row['probes']} probe(s), "
-            f"{row['generations']} generation(s)."
-        )
-    return lines

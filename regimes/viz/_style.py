@@ -11,6 +11,10 @@ from typing import Any, Final
 
 import altair as alt
 
+from regimes._labels import axis_title, level_text, quantity
+
+__all__ = ["axis_title", "level_text", "legend", "quantity", "title"]
+
 BLUE = "#0072B2"
 ORANGE = "#E69F00"
 SKY = "#56B4E9"
@@ -42,28 +46,6 @@ MANY_GROUPS = 6
 
 OVERVIEW_HEIGHT = 60
 
-_TITLES = {
-    "budget": "decoding budget (tokens)",
-    "total_tokens": "total tokens (prompt + budget)",
-    "prompt_tokens": "prompt length (tokens)",
-    "latency_s": "latency (s)",
-    "decode_s": "decode time (s)",
-    "prefill_s": "prefill time (s)",
-}
-
-
-def axis_title(column: str) -> str:
-    """Return the axis title of a column, with its unit (``latency (s)``).
-
-    Columns the library does not know keep their name; a name ending in ``_s``
-    (seconds, by the trial table's convention) gets ``(s)``.
-    """
-    if column in _TITLES:
-        return _TITLES[column]
-    if column.endswith("_s"):
-        return f"{column[:-2].replace('_', ' ')} (s)"
-    return column
-
 
 def title(text: str, subtitle: str = "") -> alt.TitleParams:
     """Title a chart, anchored left, with the shared group keys as its subtitle."""
@@ -81,17 +63,3 @@ def legend(**options: Any) -> alt.Legend:
     settings: dict[str, Any] = {"orient": "top", "labelLimit": 0, "titleLimit": 0}
     settings.update(options)
     return alt.Legend(**settings)
-
-
-def quantity(column: str) -> str:
-    """Name what a column measures, without its unit (``latency``)."""
-    return axis_title(column).split(" (")[0]
-
-
-def level_text(result: object) -> str:
-    """``95%``: the confidence level a result's intervals were computed at."""
-    params = getattr(result, "params", None) or {}
-    level = (
-        params.get("level", getattr(result, "level", 0.95)) if isinstance(params, dict) else 0.95
-    )
-    return f"{100 * float(level):g}%"

@@ -1,12 +1,13 @@
 """One offline HTML report of a run: the findings first, then charts, tables and data.
 
-:func:`build_report` analyses a run (or takes analyses already made) and returns a
-:class:`RunReport`; :meth:`RunReport.write` renders it to a single HTML file that
-needs no network when it is opened: the Vega, Vega-Lite and vega-embed libraries are
-inlined (vl-convert's JavaScript bundle), and every chart's data travels inside its
-spec. The page reads like a finding: plain sentences with their numbers on top, a
-table of contents, charts at the full width of the page (one panel per row on a
-phone), tables as HTML tables, and the environment folded away at the end.
+:func:`build_report` draws a :class:`regimes.analysis.RunAnalysis` (it runs no analysis:
+:func:`regimes.analyze` does) and returns a :class:`RunReport`; :meth:`RunReport.write`
+renders it to a single HTML file that needs no network when it is opened: the Vega,
+Vega-Lite and vega-embed libraries are inlined (vl-convert's JavaScript bundle), and
+every chart's data travels inside its spec. The page reads like a finding: plain
+sentences with their numbers on top, a table of contents, charts at the full width of
+the page (one panel per row on a phone), tables as HTML tables, and the environment
+folded away at the end.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,24 +22,19 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from regimes.data.io import Run, read_run
-from regimes.data.schema import as_polars, validate_trials
+from regimes import _findings
+from regimes._findings import headlines, result_summary
+from regimes.analysis import Explanation, RunAnalysis
 from regimes.errors import RegimesInputError
-from regimes.viz import _findings, _page
-from regimes.viz import _style as style
+from regimes.viz import _page
 from regimes.viz import charts as plot
-from regimes.viz._explanations import Explanation, run_explanations
-from regimes.viz._frames import GROUP_FIELD, group_labels, report_axes
+from regimes.viz._explanations import explanation_charts
+from regimes.viz._frames import group_labels, report_axes
 from regimes.viz._sections import (
     ChartSection,
     Refinement,
     chart_sections,
-    compare,
-    comparison_section,
-    probe_budgets,
-    refinement,
-    refinement_findings,
-    try_speedup,
+    refinement_section,
 )
 from regimes.viz._tables import (
     escape,
@@ -53,6 +48,7 @@ from regimes.viz._tables import (
 __all__ = [
     "ChartSection",
     "Explanation",
+    "Refinement",
     "RunReport",
     "build_report",
     "headlines",
@@ -62,47 +58,67 @@ __all__ = [
 
 @dataclass
 class RunReport:
-    """Everything a report shows; :meth:`to_html` renders it, :meth:`write` saves it.
+    """What a report shows of a run's analysis; :meth:`to_html` renders it.
 
     Attributes
     ----------
+    analysis : RunAnalysis
+        The analysis drawn (:func:`regimes.analyze`).
     title : str
         The page's title.
-    meta : dict
-        The run's metadata (environment, provenance, the sweep's specification).
-    trials : polars.DataFrame
-        The measured trials analysed (warm-ups excluded).
-    regimes : RegimeResult
-        The detection.
-    speedup : SpeedupResult or None
-        The KV-cache speedup, when both cache settings were measured.
     charts : list of ChartSection
         The charts, in page order.
     notes : list of str
-        What was left out and why.
-    errors : polars.DataFrame or None
-        The cases that raised during the sweep.
-    explanations : list of Explanation
-        The explanations the data supported.
-    comparison : ComparisonResult or None
-        This run against a base run, when the report was given one.
+        What was left out and why: the analysis's notes, then the drawing's.
     refinement : Refinement or None
-        The boundary refinement read back from the run's probes (``result``, a
-        :class:`regimes.RefineResult`, and its ``chart``), when the run holds budgets
-        off its spec's grid.
+        The boundary refinement read back (``result``, a :class:`regimes.RefineResult`,
+        and its ``chart``), when the analysis holds one.
+    explanation_charts : dict
+        Each explanation's chart, by its key.
     """
 
+    analysis: RunAnalysis
     title: str
-    meta: dict[str, Any]
-    trials: pl.DataFrame
-    regimes: Any
-    speedup: Any = None
     charts: list[ChartSection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    errors: pl.DataFrame | None = None
-    explanations: list[Explanation] = field(default_factory=list)
-    comparison: Any = None
     refinement: Refinement | None = None
+    explanation_charts: dict[str, alt.TopLevelMixin] = field(default_factory=dict)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The run's metadata (environment, provenance, the sweep's specification)."""
+        return self.analysis.run.meta
+
+    @property
+    def trials(self) -> pl.DataFrame:
+        """The measured trials analysed (warm-ups excluded)."""
+        frame: pl.DataFrame = self.analysis.trials
+        return frame
+
+    @property
+    def regimes(self) -> Any:
+        """The detection (a :class:`regimes.RegimeResult`)."""
+        return self.analysis.detection
+
+    @property
+    def speedup(self) -> Any:
+        """The KV-cache speedup, when both cache settings were measured, else ``None``."""
+        return self.analysis.speedup
+
+    @property
+    def comparison(self) -> Any:
+        """The comparison with the base run, when the analysis has one, else ``None``."""
+        return self.analysis.comparison
+
+    @property
+    def errors(self) -> pl.DataFrame | None:
+        """The cases that raised during the sweep."""
+        return self.analysis.run.errors
+
+    @property
+    def explanations(self) -> list[Explanation]:
+        """The explanations the data supported, in page order."""
+        return list(self.analysis.explanations)
 
     @property
     def x(self) -> str:
@@ -123,22 +139,11 @@ class RunReport:
 
     def headlines(self) -> list[str]:
         """One terse line per finding (each anomaly, each speedup collapse)."""
-        return headlines(self.regimes, self.speedup, self.meta)
+        return self.analysis.headlines()
 
     def findings(self) -> list[str]:
         """Return the findings in plain sentences with their numbers."""
-        lines = _findings.anomaly_findings(self.regimes)
-        lines += _findings.sensitivity_findings(self.regimes, self.meta)
-        if self.comparison is not None:
-            lines += _findings.comparison_findings(self.comparison)
-        if self.speedup is not None:
-            lines += _findings.collapse_findings(self.speedup, self.x)
-        if self.refinement is not None:
-            lines += refinement_findings(self.refinement.result)
-        labels = group_labels(self.regimes.curve, self.group_columns)[0]
-        for item in self.explanations:
-            lines += _findings.explanation_findings(item.result, labels)
-        return lines
+        return self.analysis.findings()
 
     def summary(self) -> str:
         """Return the findings and the detection summary as plain text."""
@@ -206,7 +211,8 @@ class RunReport:
         charts = [(s.key, s.chart) for s in self.charts]
         if self.refinement is not None:
             charts.append(("refine", self.refinement.chart))
-        charts += [(f"explain-{e.key}", e.chart) for e in self.explanations if e.chart is not None]
+        drawn = self.explanation_charts
+        charts += [(f"explain-{e.key}", drawn[e.key]) for e in self.explanations if e.key in drawn]
         return charts
 
     def _byline(self) -> str:
@@ -270,7 +276,7 @@ class RunReport:
             sentences = "".join(f"<li>{escape(s)}</li>" for s in found)
             parts.append(f"<h3 id='explain-{escape(item.key)}'>{escape(item.title)}</h3>")
             parts.append(f"<ul>{sentences}</ul>" if sentences else "")
-            if item.chart is not None:
+            if item.key in self.explanation_charts:
                 parts.append(_figure(f"explain-{item.key}", "", "", "h4"))
             parts.append(
                 f"<details><summary>Tables</summary>{result_tables(item.result)}</details>"
@@ -391,198 +397,69 @@ def _per_group(trials: pl.DataFrame, keys: list[str], x: str) -> pl.DataFrame:
 # --------------------------------------------------------------------------- building
 
 
-def headlines(regimes: Any, speedup: Any = None, meta: dict[str, Any] | None = None) -> list[str]:
-    """One terse line per anomaly of ``regimes`` and per collapse of ``speedup``.
-
-    Then what the curves without an anomaly, and the inconclusive ones, could have
-    found, and the run's collection-time hygiene warnings
-    (:func:`regimes.viz._findings.sensitivity_findings`).
-
-    Parameters
-    ----------
-    regimes : RegimeResult
-        The result of :func:`regimes.detect_regimes`.
-    speedup : SpeedupResult, optional
-        The result of :func:`regimes.cache_speedup`.
-    meta : dict, optional
-        The run's metadata (``meta.json``), for its hygiene warnings.
-
-    Returns
-    -------
-    list of str
-        Groups named by the labels the charts use; each line gives the interval, the
-        ratio over the smooth trend with its CI, the q value and whether it recovers.
-        One line saying so when nothing was found and the result carries no
-        sensitivity.
-
-    See Also
-    --------
-    RunReport.findings : the same findings as sentences, with where each recovers.
-    """
-    x, y, group_columns = report_axes(regimes)
-    labels = group_labels(regimes.curve, group_columns)[0]
-    level = style.level_text(regimes)
-    lines = [
-        f"{row[GROUP_FIELD]}: {y} at {x} {_dash_span(row)} is {row['ratio']:.3g}x its smooth "
-        f"trend ({level} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
-        + (f", q = {row['q_value']:.2g}" if row.get("q_value") is not None else "")
-        + _recovery(row)
-        for row in _findings.labelled(regimes.anomalies, group_columns, labels).iter_rows(
-            named=True
-        )
-    ]
-    collapses = getattr(speedup, "collapses", None)
-    if isinstance(collapses, pl.DataFrame) and collapses.height:
-        keys = [c for c in group_columns if c in collapses.columns and c != "use_cache"]
-        speed_labels = group_labels(speedup.speedup, keys)[0]
-        lines += [
-            f"{row[GROUP_FIELD]}: the KV-cache speedup at {x} {_dash_span(row)} is "
-            f"{row['ratio']:.3g}x its trend ({style.level_text(speedup)} CI "
-            f"{row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
-            for row in _findings.labelled(collapses, keys, speed_labels).iter_rows(named=True)
-        ]
-    lines += _findings.sensitivity_findings(regimes, meta)
-    return lines or [f"no anomaly: {y} follows its smooth trend in every group"]
-
-
-def _dash_span(row: dict[str, Any]) -> str:
-    return str(row["start"]) if row["start"] == row["end"] else f"{row['start']}–{row['end']}"
-
-
-def _recovery(row: dict[str, Any]) -> str:
-    recovered = row.get("recovered")
-    if recovered is None:
-        return ""
-    return ", recovers after it" if recovered else ", stays up (a step)"
-
-
 def build_report(
-    source: Any,
+    analysis: RunAnalysis,
     *,
-    x: str = "budget",
-    y: str = "latency_s",
-    by: Sequence[str] | None = None,
-    regimes: Any = None,
-    speedup: Any = None,
     max_panels: int = 12,
     heatmap_min_groups: int = 4,
     title: str | None = None,
-    baseline: Any = None,
-    **detect_options: Any,
 ) -> RunReport:
-    """Analyse a run and gather what its report shows.
+    """Draw a run's analysis: the charts, tables and sentences of its report.
 
     Parameters
     ----------
-    source : str, os.PathLike, Run or DataFrame
-        A run directory or trial file, a :class:`regimes.Run`, or a trial table.
-    x : str, default "budget"
-        The x column (``budget`` or ``total_tokens``).
-    y : str, default "latency_s"
-        The measured quantity (``latency_s``, ``decode_s``, ``prefill_s``).
-    by : sequence of str, optional
-        The group columns. Default: the case columns present.
-    regimes : RegimeResult, optional
-        A detection already made; default: ``regimes.detect_regimes(trials, x, y, by,
-        **detect_options)``.
-    speedup : SpeedupResult, optional
-        A speedup already made; default: ``regimes.cache_speedup`` when both cache
-        settings were measured.
+    analysis : RunAnalysis
+        The analysis to draw (:func:`regimes.analyze`); nothing is analysed here.
     max_panels : int, default 12
         At most this many latency panels, groups with the strongest anomalies first.
     heatmap_min_groups : int, default 4
         The overview heatmap is drawn from this many groups on.
     title : str, optional
         The page's title. Default: ``"regimes report: <run name>"``.
-    baseline : str, os.PathLike, Run or DataFrame, optional
-        A base run to compare this one with (:func:`regimes.compare_runs`, base
-        first): the report then opens with what appeared, vanished or changed, and
-        draws both runs.
-    **detect_options
-        Passed to the detection (``alpha``, ``min_ratio``, ``n_boot``, ``seed``,
-        ``direction`` ...); the shared ones to the speedup and the explanations too.
 
     Returns
     -------
     RunReport
-        The analyses, charts (latency; heatmap; speedup; phases, each when the data
-        supports it), the boundary refinement when the run holds probes off its grid
-        (read back, never measured), and the explanations the data supports (phases,
-        backends, memory, prompt lengths); :meth:`RunReport.write` renders it.
+        The charts (latency; heatmap; comparison; speedup; phases, each when the
+        analysis holds what it draws), the refinement's chart and the explanations';
+        :meth:`RunReport.write` renders the page.
 
     Raises
     ------
     RegimesInputError
-        When the run is missing or malformed, or the detection rejects the data.
+        When ``analysis`` is not a :class:`regimes.analysis.RunAnalysis`.
 
     See Also
     --------
-    regimes.detect_regimes, regimes.cache_speedup
+    regimes.analyze : the analysis drawn.
 
     Examples
     --------
     >>> import tempfile, pathlib
+    >>> import regimes
     >>> from regimes.viz.html import build_report
-    >>> report = build_report("examples/data/cuda-h200-gpt2", n_boot=200)
+    >>> report = build_report(regimes.analyze("examples/data/cuda-h200-gpt2", n_boot=200))
     >>> [s.key for s in report.charts]
     ['latency', 'speedup']
     >>> page = report.write(pathlib.Path(tempfile.mkdtemp()) / "report.html")
     """
-    run = _as_run(source)
-    notes: list[str] = []
-    if regimes is None:
-        from regimes.detect import detect_regimes
-
-        regimes = detect_regimes(run.trials, x=x, y=y, by=by, **detect_options)
-    x, y, group_columns = report_axes(regimes)
-    trials = validate_trials(run.trials, x=x, y=y, required=[*group_columns, x, y])
-    if speedup is None:
-        speedup = try_speedup(run.trials, (x, y), by, detect_options, notes)
+    if not isinstance(analysis, RunAnalysis):
+        raise RegimesInputError(
+            f"build_report draws a RunAnalysis, got {type(analysis).__name__}: pass "
+            "regimes.analyze(run, ...) (the run's path, Run or trial table, and its options)"
+        )
+    notes = list(analysis.notes)
     limits = (max_panels, heatmap_min_groups)
-    probes = probe_budgets(run.trials, run.meta)
-    charts = chart_sections(regimes, speedup, trials, limits, notes, probes)
-    comparison = None
-    if baseline is not None:
-        comparison = compare(_as_run(baseline).trials, run.trials, (x, y), by, detect_options)
-        if comparison.shift.height:
-            charts.insert(1, comparison_section(comparison))
-        else:
-            notes.append(
-                "No curve of this run matches one of the base run on "
-                f"{', '.join(comparison.group_columns)}; pass by= to match on fewer columns."
-            )
-    refined = refinement(run.trials, run.meta, detect_options, notes)
-    name = run.meta.get("name") or run.meta.get("run_id") or (run.path.name if run.path else "")
+    charts = chart_sections(analysis, limits, notes)
+    name = analysis.name
     return RunReport(
-        title=title or f"regimes report{': ' + str(name) if name else ''}",
-        meta=run.meta,
-        trials=trials,
-        regimes=regimes,
-        speedup=speedup,
+        analysis=analysis,
+        title=title or f"regimes report{': ' + name if name else ''}",
         charts=charts,
         notes=notes,
-        errors=run.errors,
-        explanations=run_explanations(run.trials, trials, regimes, detect_options, notes),
-        comparison=comparison,
-        refinement=refined,
+        refinement=refinement_section(analysis.refinement),
+        explanation_charts=explanation_charts(analysis.explanations),
     )
-
-
-def _as_run(source: Any) -> Run:
-    if isinstance(source, Run):
-        return source
-    if isinstance(source, (str, os.PathLike)):
-        return read_run(source)
-    return Run(as_polars(source), pl.DataFrame(), pl.DataFrame(), {}, None)
-
-
-def result_summary(result: Any) -> str:
-    """Return ``result.summary()`` as text (a polars table printed in full)."""
-    summary = result.summary() if hasattr(result, "summary") else ""
-    if isinstance(summary, pl.DataFrame):
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=160):
-            return str(summary)
-    return str(summary)
 
 
 def _now() -> str:

@@ -83,12 +83,13 @@ def test_the_decorator_keeps_positional_and_other_keyword_arguments():
 
 
 def test_the_report_and_refinement_pass_no_bootstrap_option_to_the_speedup(cache_table):
+    from regimes.analysis import analyze
     from regimes.refine import refine_boundaries
     from regimes.viz.html import build_report
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        report = build_report(cache_table, n_boot=100, seed=2)
+        report = build_report(analyze(cache_table, n_boot=100, seed=2))
         refine_boundaries(cache_table, max_generations=0, n_boot=100, seed=2)
     assert report.speedup is not None and "n_boot" not in report.speedup.params
     assert report.regimes.params["n_boot"] == 100 and report.regimes.params["seed"] == 2

@@ -10,9 +10,9 @@ import pytest
 
 import regimes
 from regimes import _html
+from regimes._findings import headlines
 from regimes.data.simulate import published_gpt2_medium_cache
 from regimes.viz import _tables
-from regimes.viz.html import headlines
 
 VISIBLE_ROWS = 25
 

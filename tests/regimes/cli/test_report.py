@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import regimes
+from regimes.analysis import analyze
 from regimes.cli import main
 from regimes.data.io import RunWriter
 from regimes.refine import SimulatedProbe, refine_boundaries
@@ -77,9 +78,9 @@ def test_report_of_a_simulated_refined_run(tmp_path):
     writer = RunWriter(tmp_path / "run", {"spec": {"budgets": GRID}, "source": "synthetic"})
     keep = [c for c in regimes.TRIAL_SCHEMA if c in coarse.columns]
     writer.write_trials(coarse.select(keep))
-    assert build_report(tmp_path / "run", n_boot=200).refinement is None  # grid only
+    assert build_report(analyze(tmp_path / "run", n_boot=200)).refinement is None  # grid only
     writer.write_trials(refined.collected.select(keep))
-    report = build_report(tmp_path / "run", n_boot=200)
+    report = build_report(analyze(tmp_path / "run", n_boot=200))
     assert report.refinement is not None
     read_back = report.refinement.result
     assert read_back.boundaries.select("kind", "low", "high").rows() == [
@@ -94,8 +95,9 @@ def test_report_of_a_simulated_refined_run(tmp_path):
 def test_the_report_never_loads_the_collectors():
     code = (
         "import sys\n"
+        "from regimes.analysis import analyze\n"
         "from regimes.viz.html import build_report\n"
-        f"report = build_report({str(DATA / 'cuda-h200-inject')!r}, n_boot=200)\n"
+        f"report = build_report(analyze({str(DATA / 'cuda-h200-inject')!r}, n_boot=200))\n"
         "assert report.refinement is not None\n"
         "loaded = [m for m in ('torch', 'collectors', 'transformers') if m in sys.modules]\n"
         "assert not loaded, loaded\n"

@@ -13,9 +13,10 @@ import polars as pl
 import pytest
 
 import regimes
+from regimes._findings import anomaly_findings, hygiene_warnings, sensitivity_findings
+from regimes.analysis import analyze
 from regimes.cli import main
 from regimes.data.io import RunWriter
-from regimes.viz._findings import anomaly_findings, hygiene_warnings, sensitivity_findings
 from regimes.viz.html import build_report, headlines
 
 GRID = dict(n_budgets=16, trials=3, sessions=2)
@@ -101,7 +102,7 @@ def test_the_findings_name_the_bounds_of_an_uncertain_boundary(spiky):
 
 def test_the_report_draws_and_writes_the_bounds(spiky):
     trials, rep = spiky
-    report = build_report(trials, regimes=rep)
+    report = build_report(analyze(trials, detection=rep))
     rows = _spec_rows(dict(report.figures())["latency"]).filter(pl.col("part") == "bounds")
     assert rows.height == 2
     assert any("onset within budgets 32..48" in line for line in report.findings())
@@ -156,7 +157,7 @@ def test_cli_analyze_prints_the_sensitivity_and_the_hygiene_warnings(smooth_run,
 
 
 def test_the_report_prints_the_sensitivity_and_the_hygiene_warnings(smooth_run):
-    report = build_report(smooth_run, n_boot=100)
+    report = build_report(analyze(smooth_run, n_boot=100))
     findings = report.findings()
     assert sum("would have been found" in line for line in findings) == 2
     assert any(HYGIENE[0] in line for line in findings)

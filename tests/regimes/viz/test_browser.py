@@ -299,9 +299,11 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def report_page(synthetic_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    from regimes.analysis import analyze
     from regimes.viz.html import build_report
 
-    report = build_report(synthetic_run.write(tmp_path_factory.mktemp("run") / "run"), n_boot=200)
+    run = synthetic_run.write(tmp_path_factory.mktemp("run") / "run")
+    report = build_report(analyze(run, n_boot=200))
     page = report.write(tmp_path_factory.mktemp("report") / "report.html")
     return page, [key for key, _ in report.figures()]
 
@@ -482,13 +484,14 @@ def test_regimes_chromium_names_the_binary(monkeypatch, tmp_path):
 def test_labels_holding_markup_still_render_every_chart(chromium, tmp_path, screenshots):
     import polars as pl
 
+    from regimes.analysis import analyze
     from regimes.data.simulate import simulate_sweep
     from regimes.viz.html import build_report
 
     label = 'gpt2 <!-- </script><script>alert(1)</script> & "q"'
     trials = simulate_sweep(1, n_budgets=8, trials=3, seed=2).trials.drop("source")
     trials = trials.with_columns(pl.lit(label).alias("model"), pl.lit(label).alias("device"))
-    report = build_report(trials, n_boot=100, title=label)
+    report = build_report(analyze(trials, n_boot=100), title=label)
     page = report.write(tmp_path / "report.html")
     seen = open_report(chromium, page, tmp_path / "profile", screenshots, LAPTOP)
     _assert_drawn(seen, [key for key, _ in report.figures()])

@@ -12,16 +12,18 @@ import re
 import polars as pl
 import pytest
 
+from regimes._findings import sensitivity_findings
+from regimes.analysis import analyze
 from regimes.data.schema import RegimesInputError
 from regimes.data.simulate import published_gpt2_medium, simulate_sweep
-from regimes.viz._findings import sensitivity_findings
 from regimes.viz.html import RunReport, build_report, headlines
 
 
 @pytest.fixture(scope="module")
 def report(synthetic_run, tmp_path_factory) -> RunReport:
     """The report of a synthetic run that supports every chart."""
-    return build_report(synthetic_run.write(tmp_path_factory.mktemp("run") / "run"), n_boot=200)
+    run = synthetic_run.write(tmp_path_factory.mktemp("run") / "run")
+    return build_report(analyze(run, n_boot=200))
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +116,7 @@ def test_page_reads_like_a_finding(report, page, synthetic_run):
 
 def test_published_case_finding_has_its_numbers(tmp_path):
     sweep = published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
-    report = build_report(sweep, n_boot=400)
+    report = build_report(analyze(sweep, n_boot=400))
     assert re.fullmatch(
         r"latency at budgets 512\.\.624 is 1\d\.\dx its trend \(95% CI 1?\d\.\d+-1\d\.\d+\), "
         r"q = \de-\d+, and recovers at 640",
@@ -124,21 +126,23 @@ def test_published_case_finding_has_its_numbers(tmp_path):
 
 def test_charts_follow_what_the_data_supports(synthetic_run, tmp_path):
     plain = build_report(
-        synthetic_run.write(tmp_path / "plain", instrumented=False, both_cache=False), n_boot=200
+        analyze(
+            synthetic_run.write(tmp_path / "plain", instrumented=False, both_cache=False),
+            n_boot=200,
+        )
     )
     assert [s.key for s in plain.charts] == ["latency"]  # 2 groups, no phases, one cache
     assert plain.speedup is None
     many = build_report(
-        synthetic_run.write(tmp_path / "many", instrumented=False), n_boot=200, heatmap_min_groups=4
+        analyze(synthetic_run.write(tmp_path / "many", instrumented=False), n_boot=200),
+        heatmap_min_groups=4,
     )
     assert "heatmap" in [s.key for s in many.charts]
     assert "phases" not in [s.key for s in many.charts]
 
 
 def test_max_panels_keeps_the_anomalous_group(report):
-    narrow = build_report(
-        report.trials, regimes=report.regimes, speedup=report.speedup, max_panels=1
-    )
+    narrow = build_report(report.analysis, max_panels=1)
     latency = next(s for s in narrow.charts if s.key == "latency").chart.to_dict()
     assert latency["vconcat"][0]["facet"]["sort"] == ["synthetic-spiky · cache on"]
     assert any("1 of 4 groups" in note for note in narrow.notes)
@@ -146,10 +150,12 @@ def test_max_panels_keeps_the_anomalous_group(report):
 
 def test_headlines_without_anomalies(synthetic_run, tmp_path):
     smooth = build_report(
-        synthetic_run.trials(instrumented=False, both_cache=False).filter(
-            pl.col("model") == "synthetic-smooth"
-        ),
-        n_boot=200,
+        analyze(
+            synthetic_run.trials(instrumented=False, both_cache=False).filter(
+                pl.col("model") == "synthetic-smooth"
+            ),
+            n_boot=200,
+        )
     )
     assert smooth.regimes.anomalies.height == 0
     # a negative result says what it could have found, curve by curve
@@ -180,7 +186,7 @@ def test_unwritable_output_is_a_clear_error(report, tmp_path):
 
 def test_missing_run_is_a_clear_error(tmp_path):
     with pytest.raises(RegimesInputError, match="does not exist"):
-        build_report(tmp_path / "nowhere")
+        analyze(tmp_path / "nowhere")
 
 
 def test_explanations_follow_what_the_data_supports(report, page, synthetic_run, tmp_path):
@@ -191,12 +197,14 @@ def test_explanations_follow_what_the_data_supports(report, page, synthetic_run,
     # The synthetic spike lives in decode: its prefill is the same at every budget.
     assert phases["decode_share_low"][0] > 0.9
     assert "Prefill or decode: where the excess time goes" in page
-    plain = build_report(synthetic_run.write(tmp_path / "plain", instrumented=False), n_boot=200)
+    plain = build_report(
+        analyze(synthetic_run.write(tmp_path / "plain", instrumented=False), n_boot=200)
+    )
     assert plain.explanations == []
 
 
 def test_backend_and_memory_explanations(two_backend_trials):
-    report = build_report(two_backend_trials, n_boot=200)
+    report = build_report(analyze(two_backend_trials, n_boot=200))
     assert [e.key for e in report.explanations] == ["backends", "memory"]
     verdicts = report.explanations[0].result.verdicts
     assert verdicts.filter(pl.col("model") == "synthetic-spiky")["specific"].to_list() == [True]
@@ -211,10 +219,10 @@ def test_report_against_a_base_run_says_what_changed(tmp_path):
     grid = dict(n_budgets=16, trials=5, sessions=2, intercept_s=0.05, per_token_s=0.005)
     base = simulate_sweep(anomaly="spike", ratio=3.0, seed=1, **grid).trials
     new = simulate_sweep(seed=2, **grid).trials
-    report = build_report(new, baseline=base, n_boot=200)
+    report = build_report(analyze(new, baseline=base, n_boot=200))
     assert report.comparison.changes["status"].to_list() == ["vanished"]
     other = new.with_columns(pl.lit("other").alias("model"))
-    unmatched = build_report(other, baseline=base, n_boot=200)
+    unmatched = build_report(analyze(other, baseline=base, n_boot=200))
     assert unmatched.comparison.shift.height == 0
     assert "comparison" not in [s.key for s in unmatched.charts]
     assert any("pass by= to match" in note for note in unmatched.notes)

@@ -34,11 +34,12 @@ def _specs_text(page: str) -> str:
 
 @pytest.mark.parametrize("label", LABELS)
 def test_any_label_leaves_the_chart_specs_valid_json_holding_it(tmp_path, label):
+    from regimes.analysis import analyze
     from regimes.viz.html import build_report
 
     trials = simulate_sweep(1, n_budgets=8, trials=3, seed=2).trials.drop("source")
     trials = trials.with_columns(pl.lit(label).alias("model"), pl.lit(label).alias("device"))
-    report = build_report(trials, n_boot=100, title=label)
+    report = build_report(analyze(trials, n_boot=100), title=label)
     page = report.write(tmp_path / "report.html").read_text(encoding="utf-8")
     text = _specs_text(page)
     assert "<" not in text, "the specs element holds markup an HTML parser reads"
