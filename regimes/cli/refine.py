@@ -21,7 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from regimes.cli._options import at_least_one, probability, seed, whole_number
+from regimes.cli._options import (
+    add_detection_options,
+    detection_options,
+    probability,
+    whole_number,
+)
 from regimes.errors import RegimesInputError
 
 __all__ = ["register", "run_refine"]
@@ -75,18 +80,8 @@ def register(subparsers: Any) -> None:
         default="table",
         help="stdout: the readable summary (table) or one JSON object per boundary",
     )
-    parser.add_argument("--alpha", type=probability, default=0.05, help="the grid detection's FDR")
-    parser.add_argument(
-        "--min-ratio", type=at_least_one, default=1.25, help="the grid detection's min_ratio"
-    )
-    parser.add_argument(
-        "--n-boot",
-        type=whole_number,
-        default=200,
-        help="bootstrap draws of the grid detection, whose bounds on each boundary are "
-        "the starting brackets (default 200)",
-    )
-    parser.add_argument("--seed", type=seed, default=0, help="random seed, >= 0 (default 0)")
+    # the grid detection's options; refine_boundaries groups by the case columns itself
+    add_detection_options(parser, run=False, axes=False, leave_out=("by", "direction"))
     parser.set_defaults(handler=run_refine)
 
 
@@ -104,10 +99,7 @@ def run_refine(args: argparse.Namespace) -> int:
             error_rate=args.error_rate,
             max_trials=args.max_trials,
             min_sessions=args.min_sessions,
-            alpha=args.alpha,
-            min_ratio=args.min_ratio,
-            n_boot=args.n_boot,
-            seed=args.seed,
+            **detection_options(args).for_(refine_boundaries),
         )
     except KeyboardInterrupt:
         print(
