@@ -1,17 +1,22 @@
-"""End-to-end demo: collect a small real sweep here, analyse it and the committed H200 run.
+"""End-to-end demo: measure a sweep here with a known slowdown, find it, explain it.
 
 Run it with ``make demo`` (which sets up ``.venv`` first) or ``python examples/demo.py``.
 
-1. Picks this machine's best backend (mps on an Apple-silicon Mac, cuda on a GPU box,
-   else cpu) and collects a small sweep of the ``tiny-gpt2`` preset there, cache on and
-   off, into ``demo/runs/<backend>-tiny-gpt2`` (rerunning resumes, so a second
-   ``make demo`` reuses what is on disk).
-2. Analyses that run and two committed real CUDA runs, ``examples/data/cuda-h200-gpt2``
-   and ``examples/data/cuda-h200-instrumented`` (prefill and every decode step timed):
-   regimes (change points, anomalies), the KV-cache speedup and, where the run has
-   them, the phases.
-3. Writes one offline HTML report per run under ``demo/`` plus PNG charts, and prints
-   their paths and the headline findings.
+1. Looks at how quiet this machine is (load, other busy processes, the CPU governor,
+   other processes on the GPU) and prints every warning before measuring anything.
+2. Collects a small real sweep of the ``tiny-gpt2`` preset (random weights, no
+   download) on this machine's best backend (mps on an Apple-silicon Mac, cuda on a GPU
+   box, else cpu), cache on and off, with prefill and every decode step timed
+   (``examples/sweeps/demo-injected.toml``). The collector slows one interval of
+   budgets down by a known factor (the spec's ``inject`` key), so the run holds a
+   regime whose truth is known; ``meta.json`` marks it synthetic. The sweep stops after
+   :data:`MAX_SECONDS` of measuring, on a busy machine too, and a rerun resumes it.
+3. Finds the regime and explains it: where it starts and ends, its ratio over the
+   smooth trend with a CI, the phase that carries it, whether memory explains it; beside
+   it, two committed real NVIDIA H200 runs (``examples/data/``), where nothing departs
+   from the trend.
+4. Writes one offline HTML report per run under ``demo/`` plus PNG charts, and prints
+   where everything went.
 """
 
 from __future__ import annotations
@@ -20,81 +25,128 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED_RUNS = {
     "NVIDIA H200 (gpt2, committed)": "cuda-h200-gpt2",
     "NVIDIA H200 (gpt2, instrumented, committed)": "cuda-h200-instrumented",
 }
+SPEC = ROOT / "examples" / "sweeps" / "demo-injected.toml"
+"""The sweep: 12 budgets x cache on/off x 3 trials x 2 sessions, 144 measured trials."""
+MAX_SECONDS = 120.0
+"""The longest the sweep measures; well under a minute on a quiet 2-core CPU."""
 
 
 def demo_spec(backend: str) -> dict:
-    """A sweep that takes a minute or two on a 2-core CPU (less on an accelerator)."""
-    return {
-        "models": ["tiny-gpt2"],
-        "backends": [backend],
-        "dtypes": ["float32"],
-        "use_cache": [True, False],
-        "prompt_tokens": [16],
-        "budgets": {"start": 8, "stop": 128, "step": 8},
-        "trials": 3,
-        "warmup": 1,
-        "sessions": 2,
-        "isolation": "none",
-        "instrument": False,
-        "engine": "generate",
-        "seed": 0,
-    }
+    """The demo's sweep (:data:`SPEC`) on ``backend``, as a spec dict."""
+    from collectors.spec import SweepSpec
+
+    spec = SweepSpec.from_toml(SPEC, check_available=False).to_dict()
+    return {**spec, "backends": [backend]}
+
+
+def injected(spec: dict) -> tuple[int, int, float]:
+    """The known slowdown of ``spec``: its first and last budget, and its factor."""
+    inject = spec["inject"]
+    return inject["start"], inject["stop"], inject["factor"]
+
+
+def print_hygiene(warnings: list[str], when: str) -> None:
+    """Print each hygiene warning, or that the machine looked quiet."""
+    if not warnings:
+        print(f"      {when}: the machine looked quiet")
+    for warning in warnings:
+        print(f"      warning ({when}): {warning}")
 
 
 def collect(out: Path) -> Path:
+    """Look at the machine, print its warnings, and collect the demo sweep."""
     from collectors.backends import available_backends
+    from collectors.hygiene import machine_state
     from collectors.spec import SweepSpec
     from collectors.sweep import run_sweep
 
     available = available_backends()
     backend = next(name for name in ("mps", "cuda", "cpu") if name in available)
-    run_dir = out / "runs" / f"{backend}-tiny-gpt2"
-    print(f"[1/3] collecting a tiny-gpt2 sweep on {backend!r} into {run_dir}")
-    spec = SweepSpec.from_dict(demo_spec(backend))
-    result = run_sweep(spec, run_dir, command=[sys.executable, *sys.argv])
+    run_dir = out / "runs" / f"{backend}-tiny-gpt2-injected"
+    print("[1/4] how quiet is this machine?")
+    state = machine_state()
+    print_hygiene(state["warnings"], "before the sweep")
+    raw = demo_spec(backend)
+    spec = SweepSpec.from_dict(raw)
+    start, stop, factor = injected(raw)
+    print(
+        f"[2/4] collecting tiny-gpt2 on {backend!r} into {run_dir}\n"
+        f"      with a {factor:g}x slowdown injected at budgets {start}..{stop} "
+        f"(the run is marked synthetic); at most {MAX_SECONDS:.0f} s"
+    )
+    result = run_sweep(
+        spec,
+        run_dir,
+        max_seconds=MAX_SECONDS,
+        command=[sys.executable, *sys.argv],
+        hygiene=state,
+    )
     print(result.summary())
-    if result.status != "complete":
-        raise SystemExit(f"the demo sweep did not complete ({result.status}); rerun to resume")
+    if result.status not in ("complete", "incomplete"):
+        raise SystemExit(f"the demo sweep stopped ({result.status}); rerun to resume")
+    if result.status == "incomplete":
+        print(f"      the sweep ran out of its {MAX_SECONDS:.0f} s; analysing what is on disk")
     return run_dir
 
 
-def analyse(run_dir: Path, out: Path, name: str) -> list[str]:
+def stored_warnings(run_dir: Path) -> list[str]:
+    """The hygiene warnings ``meta.json`` recorded when the run was collected."""
+    import regimes
+
+    hygiene: dict[str, Any] = regimes.read_run(run_dir).meta.get("hygiene") or {}
+    return [str(warning) for warning in hygiene.get("warnings") or []]
+
+
+def analyse(run_dir: Path, out: Path, name: str) -> tuple[Path, list[str]]:
+    """Write the run's report and its PNG charts; return the report's path and findings."""
+    from regimes.analysis import analyze
     from regimes.viz.html import build_report
 
     started = time.perf_counter()
-    report = build_report(run_dir, title=f"regimes: {name}")
+    report = build_report(analyze(run_dir), title=f"regimes: {name}")
     html = report.write(out / f"{name}.html")
-    images = report.write_images(out / "png" / name, "png")
+    report.write_images(out / "png" / name, "png")
     print(f"      {name}: analysed in {time.perf_counter() - started:.1f} s")
-    print(f"      report: {html}")
-    for image in images:
-        print(f"      chart:  {image}")
-    return report.findings()
+    return html, report.findings()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the demo; return the exit status."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("-o", "--out", type=Path, default=ROOT / "demo", help="output folder")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
 
     run_dir = collect(args.out)
-    print("[2/3] analysing the fresh run and the committed H200 runs")
-    findings = {"this machine (tiny-gpt2)": analyse(run_dir, args.out, "report")}
+    print("[3/4] analysing the fresh run and the committed H200 runs")
+    reports = {"this machine (tiny-gpt2, injected slowdown)": analyse(run_dir, args.out, "report")}
     for label, name in COMMITTED_RUNS.items():
-        findings[label] = analyse(ROOT / "examples" / "data" / name, args.out, name)
-    print("[3/3] headline findings")
-    for name, lines in findings.items():
-        print(f"  {name}:")
+        reports[label] = analyse(ROOT / "examples" / "data" / name, args.out, name)
+
+    print("[4/4] findings")
+    start, stop, factor = injected(demo_spec("cpu"))
+    print(f"  the truth on this machine: {factor:g}x injected at budgets {start}..{stop}")
+    for label, (_, lines) in reports.items():
+        print(f"  {label}:")
         for line in lines:
             print(f"    - {line}")
-    print(f"\nopen {args.out / 'report.html'} in a browser (works offline)")
+    print("  recorded in the run's meta.json when it was collected:")
+    print_hygiene(stored_warnings(run_dir), "during the sweep")
+
+    print(f"\nresults (after {time.perf_counter() - began:.0f} s):")
+    print(f"  the run (trial table, steps, meta.json): {run_dir}")
+    for label, (html, _) in reports.items():
+        print(f"  report, {label}: {html}")
+    print(f"  PNG charts: {args.out / 'png'}")
+    print(f"open {args.out / 'report.html'} in a browser (it works offline)")
     return 0
 
 
