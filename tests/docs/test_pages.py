@@ -36,3 +36,16 @@ def test_data_page_lists_every_trial_column_with_its_type():
 def test_data_page_marks_the_required_columns():
     required = re.findall(r"^\| \*\*`(\w+)`\*\* \|", (DOCS / "data.md").read_text(), re.M)
     assert set(required) == set(regimes.data.schema.REQUIRED_COLUMNS)
+
+
+def test_the_real_runs_page_gives_each_committed_runs_rows_as_load_returns_them():
+    text = (DOCS / "runs.md").read_text()
+    rows = re.findall(r"^\| `([\w-]+)` \| [^|]+ \| (\d+) \| (\d+) \|", text, re.M)
+    committed = sorted(p.name for p in (DOCS.parent / "examples" / "data").iterdir() if p.is_dir())
+    assert sorted(name for name, _, _ in rows) == committed
+    for name, loaded, measured in rows:
+        trials = regimes.load(DOCS.parent / "examples" / "data" / name)
+        assert (trials.height, int((~trials.get_column("warmup")).sum())) == (
+            int(loaded),
+            int(measured),
+        ), name
