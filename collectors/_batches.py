@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from regimes.data.io import RunWriter
-from regimes.data.runs.parts import write_text_atomically
 from regimes.data.io import read_meta as read_run_meta
+from regimes.data.runs.parts import write_text_atomically
 
 from ._schedule import measured_left_per_case
 from ._state import RunState

@@ -46,22 +46,19 @@ a :class:`SpecError` naming it, so a sweep never dies an hour in on a typo.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from regimes.data.schema import RegimesInputError
-
-from .backends import BACKEND_NAMES, get_backend
+from . import _spec_checks as checks
+from ._spec_checks import ATTN_IMPLEMENTATIONS, MAX_SEED, SDPA_BACKENDS, SpecError
 from .engines import ENGINES
-from .models import DTYPES, PRESETS, WEIGHTS, positions_used
+from .models import DTYPES, WEIGHTS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,28 +83,10 @@ WARMUP_POLICIES: tuple[str, ...] = ("per-case", "none", "max-first")
 """How a session warms up: each case before its first measured trial in a process,
 not at all, or once per loaded model at the session's largest budget."""
 
-ATTN_IMPLEMENTATIONS: tuple[str, ...] = (
-    "eager",
-    "sdpa",
-    "flash_attention_2",
-    "flash_attention_3",
-    "flex_attention",
-)
-"""Attention implementations transformers knows by name (hub kernels ``org/name`` too)."""
-
-SDPA_BACKENDS: tuple[str, ...] = ("cudnn", "flash", "efficient", "math")
-"""Kernels of :func:`torch.nn.functional.scaled_dot_product_attention`, by short name."""
 
 FLEET_SESSIONS: tuple[str, ...] = ("shared", "every-host")
 """How a fleet sweep (``regimes collect --cluster``) spreads sessions over the hosts that
 can run them: each session once on one host, or every session on every host."""
-
-# A hub id is "name" or "org/name" made of letters, digits, '-', '_' and '.'.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-class SpecError(RegimesInputError):
-    """A sweep specification that cannot be run; the message names the problem."""
 
 
 @dataclass(frozen=True)
@@ -174,184 +153,11 @@ class Case:
         )
 
 
-def _type_name(value: Any) -> str:
-    return type(value).__name__
-
-
-def _is_int(value: Any) -> bool:
-    # bool is a subclass of int in Python, but `trials = true` is a mistake, not a 1.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(key: str, value: Any, *, minimum: int | None, maximum: int | None = None) -> int:
-    if not _is_int(value):
-        raise SpecError(f"{key!r} must be an integer, got {value!r} ({_type_name(value)})")
-    if minimum is not None and value < minimum:
-        raise SpecError(f"{key!r} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise SpecError(f"{key!r} must be <= {maximum}, got {value}")
-    return int(value)
-
-
-def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str):
-        raise SpecError(f"{key!r} must be a string, one of {list(allowed)}; got {value!r}")
-    if value not in allowed:
-        raise SpecError(
-            f"unknown {key} {value!r}{_suggest(value, allowed)}; expected one of {list(allowed)}"
-        )
-    return value
-
-
-def _list(key: str, value: Any) -> list[Any]:
-    if not isinstance(value, (list, tuple)):
-        raise SpecError(f"{key!r} must be a list, got {value!r} ({_type_name(value)})")
-    if not value:
-        raise SpecError(f"{key!r} is empty; give at least one value")
-    return list(value)
-
-
-def _no_repeats(key: str, values: Sequence[Any]) -> None:
-    repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
-    if repeated:
-        raise SpecError(f"{key!r} lists {repeated} more than once")
-
-
-def _suggest(word: str, candidates: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 # -- declared constraints: one check per key -----------------------------------------
 #
 # A check takes the key, the raw value (or the field's default) and what the keys
 # before it in _PARAMETER_CONSTRAINTS validated to (plus ``check_available``), and
 # returns the normalised value or raises a SpecError naming the key.
-
-_Check = Callable[[str, Any, Mapping[str, Any]], Any]
-
-
-def _integer(minimum: int | None, maximum: int | None = None) -> _Check:
-    def check(key: str, value: Any, known: Mapping[str, Any]) -> int:
-        return _int(key, value, minimum=minimum, maximum=maximum)
-
-    return check
-
-
-MAX_SEED = 2**63 - 1
-"""Largest seed: numpy's generators take any whole number >= 0, torch's up to 2**64 - 1."""
-
-MAX_BUDGETS = 100_000
-"""Most budgets a spec may list. Each is a case measured in every session; a range
-longer than any model's positions is a typo (a stop with three zeros too many), and it
-is refused before it is built."""
-
-
-def _one_of(allowed: Sequence[str], name: str | None = None) -> _Check:
-    def check(key: str, value: Any, known: Mapping[str, Any]) -> str:
-        return _choice(name or key, value, allowed)
-
-    return check
-
-
-def _flag(key: str, value: Any, known: Mapping[str, Any]) -> bool:
-    if not isinstance(value, bool):
-        raise SpecError(f"{key!r} must be true or false, got {value!r}")
-    return value
-
-
-def _unique_list(item: _Check) -> _Check:
-    """Make a check for a non-empty list without repeats whose items pass ``item``."""
-
-    def check(key: str, value: Any, known: Mapping[str, Any]) -> tuple[Any, ...]:
-        values = tuple(item(key, v, known) for v in _list(key, value))
-        _no_repeats(key, values)
-        return values
-
-    return check
-
-
-def _bool_item(key: str, value: Any, known: Mapping[str, Any]) -> bool:
-    if not isinstance(value, bool):
-        raise SpecError(f"{key!r} must hold true/false, got {value!r}")
-    return value
-
-
-def _model_item(key: str, name: Any, known: Mapping[str, Any]) -> str:
-    weights = known["weights"]
-    if not isinstance(name, str) or not name.strip():
-        raise SpecError(f"'models' must hold non-empty strings, got {name!r}")
-    if name in PRESETS:
-        return name
-    if weights == "random":
-        raise SpecError(
-            f"unknown model preset {name!r}{_suggest(name, list(PRESETS))}; presets are "
-            f'{list(PRESETS)} (for a hub id or a local directory set weights = "pretrained")'
-        )
-    if os.path.isdir(name) or _HUB_ID.match(name):
-        return name
-    raise SpecError(
-        f"model {name!r} is neither a preset, an existing directory nor a hub id (org/name)"
-    )
-
-
-def _backend_item(key: str, name: Any, known: Mapping[str, Any]) -> str:
-    if not isinstance(name, str):
-        raise SpecError(f"'backends' must hold strings, got {name!r}")
-    if name not in BACKEND_NAMES:
-        # "cuda:1" is refused too: the trial table names the backend, not the index,
-        # so a GPU is picked with CUDA_VISIBLE_DEVICES instead.
-        raise SpecError(
-            f"unknown backend {name!r}{_suggest(name, BACKEND_NAMES)}; expected one of "
-            f"{list(BACKEND_NAMES)} (pick a CUDA GPU with CUDA_VISIBLE_DEVICES)"
-        )
-    backend = get_backend(name)
-    if known["check_available"] and not backend.is_available():
-        raise SpecError(
-            f"backend {name!r} is not available on this machine: {backend.unavailable_reason()}"
-        )
-    return name
-
-
-def _budget_range(value: Mapping[str, Any]) -> tuple[int, ...]:
-    allowed = ("start", "stop", "step")
-    for name in value:
-        if name not in allowed:
-            raise SpecError(
-                f"unknown key {name!r} in 'budgets'{_suggest(name, allowed)}; "
-                "a budget range is {start, stop, step} with stop inclusive"
-            )
-    missing = [name for name in ("start", "stop") if name not in value]
-    if missing:
-        raise SpecError(f"'budgets' range lacks {missing}; give {{start, stop, step}}")
-    start = _int("budgets.start", value["start"], minimum=1)
-    stop = _int("budgets.stop", value["stop"], minimum=1)
-    step = _int("budgets.step", value.get("step", 1), minimum=1)
-    if stop < start:
-        raise SpecError(f"'budgets' range is empty: stop ({stop}) < start ({start})")
-    budgets = range(start, stop + 1, step)
-    if len(budgets) > MAX_BUDGETS:  # counted, not built: a range can be any length
-        raise SpecError(
-            f"'budgets' range {start}..{stop} step {step} holds {len(budgets)} budgets, more "
-            f"than the {MAX_BUDGETS} a sweep may measure; check stop and step"
-        )
-    return tuple(budgets)
-
-
-def _budget_item(key: str, item: Any, known: Mapping[str, Any]) -> int:
-    if not _is_int(item):
-        raise SpecError(f"'budgets' must hold integers, got {item!r} ({_type_name(item)})")
-    if item < 1:
-        raise SpecError(f"'budgets' must be positive (max_new_tokens >= 1), got {item}")
-    return int(item)
-
-
-def _budgets(key: str, value: Any, known: Mapping[str, Any]) -> tuple[int, ...]:
-    if isinstance(value, Mapping):
-        return _budget_range(value)
-    if isinstance(value, (list, tuple)) and len(value) > MAX_BUDGETS:
-        raise SpecError(f"'budgets' lists {len(value)} budgets, more than {MAX_BUDGETS}")
-    return _unique_list(_budget_item)(key, value, known)
 
 
 def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
@@ -359,82 +165,24 @@ def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
         return value
     if not isinstance(value, Mapping):
         raise SpecError(
-            f"'inject' must be a table {{start, stop, factor}}, got {value!r} ({_type_name(value)})"
+            f"'inject' must be a table {{start, stop, factor}}, got {value!r} "
+            f"({checks.type_name(value)})"
         )
     allowed = ("start", "stop", "factor")
     for name in value:
         if name not in allowed:
-            raise SpecError(f"unknown key {name!r} in 'inject'{_suggest(name, allowed)}")
+            raise SpecError(f"unknown key {name!r} in 'inject'{checks.suggest(name, allowed)}")
     missing = [name for name in allowed if name not in value]
     if missing:
         raise SpecError(f"'inject' lacks {missing}; give {{start, stop, factor}} (stop inclusive)")
-    start = _int("inject.start", value["start"], minimum=1)
-    stop = _int("inject.stop", value["stop"], minimum=start)
+    start = checks.int_value("inject.start", value["start"], minimum=1)
+    stop = checks.int_value("inject.stop", value["stop"], minimum=start)
     factor = value["factor"]
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
         raise SpecError(f"'inject.factor' must be a number >= 1 (a slowdown), got {factor!r}")
     if not math.isfinite(factor):
         raise SpecError(f"'inject.factor' must be finite, got {factor!r}")
     return Injection(start, stop, float(factor))
-
-
-def _attn_item(key: str, value: Any, known: Mapping[str, Any]) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(f"{key!r} must hold non-empty strings, got {value!r}")
-    if value in ATTN_IMPLEMENTATIONS or "/" in value:  # "org/kernel": a hub kernel
-        return value
-    raise SpecError(
-        f"unknown attn_implementation {value!r}{_suggest(value, ATTN_IMPLEMENTATIONS)}; "
-        f"expected one of {list(ATTN_IMPLEMENTATIONS)} (or a hub kernel 'org/name')"
-    )
-
-
-def _attn_implementation(key: str, value: Any, known: Mapping[str, Any]) -> tuple[Any, ...]:
-    if value is None or value == [None] or value == (None,):
-        return (None,)  # the model's default, as stored by to_dict
-    if isinstance(value, str):
-        return (_attn_item(key, value, known),)
-    return _unique_list(_attn_item)(key, value, known)
-
-
-def _sdpa_item(key: str, value: Any, known: Mapping[str, Any]) -> str:
-    return _choice(key, value, SDPA_BACKENDS)
-
-
-def _sdpa_backends(key: str, value: Any, known: Mapping[str, Any]) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    chosen = _unique_list(_sdpa_item)(key, value, known)
-    return tuple(name for name in SDPA_BACKENDS if name in chosen)  # one canonical order
-
-
-def _warmup(key: str, value: Any, known: Mapping[str, Any]) -> int:
-    count = _int(key, value, minimum=0)
-    policy = known["warmup_policy"]
-    if policy == "none" and count:
-        raise SpecError(
-            f"'warmup' is {count} but warmup_policy = \"none\" runs no warm-up; "
-            "drop 'warmup' or choose another warmup_policy"
-        )
-    if policy == "max-first" and not count:
-        raise SpecError("'warmup' must be >= 1 with warmup_policy = \"max-first\"")
-    return count
-
-
-def _fits_positions(values: Mapping[str, Any]) -> None:
-    """Every model's position table holds the longest generation's positions."""
-    prompts, budgets = values["prompt_tokens"], values["budgets"]
-    longest = positions_used(max(prompts), max(budgets))
-    for model in values["models"]:
-        preset = PRESETS.get(model)
-        # A checkpoint's limit is known once loaded; the engine checks it then.
-        limit = preset.max_positions if preset and values["weights"] == "random" else None
-        if limit is not None and longest > limit:
-            raise SpecError(
-                f"prompt_tokens ({max(prompts)}) + budget ({max(budgets)}) - 1 = {longest} "
-                f"positions (the last token is never fed back) exceeds {model}'s {limit} "
-                f"positions; lower the largest budget to {limit - max(prompts) + 1} or less"
-            )
 
 
 def _plain(value: Any) -> Any:
@@ -445,26 +193,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_PARAMETER_CONSTRAINTS: dict[str, _Check] = {
-    "weights": _one_of(WEIGHTS),
-    "models": _unique_list(_model_item),
-    "backends": _unique_list(_backend_item),
-    "dtypes": _unique_list(_one_of(DTYPES, "dtype")),
-    "use_cache": _unique_list(_bool_item),
-    "prompt_tokens": _unique_list(_integer(1)),
-    "budgets": _budgets,
-    "trials": _integer(1),
-    "warmup_policy": _one_of(WARMUP_POLICIES),
-    "warmup": _warmup,
-    "sessions": _integer(1),
-    "isolation": _one_of(ISOLATIONS),
-    "instrument": _flag,
-    "engine": _one_of(ENGINES),
-    "seed": _integer(0, MAX_SEED),
-    "fleet_sessions": _one_of(FLEET_SESSIONS),
+_PARAMETER_CONSTRAINTS: dict[str, checks.Check] = {
+    "weights": checks.one_of(WEIGHTS),
+    "models": checks.unique_list(checks.model_item),
+    "backends": checks.unique_list(checks.backend_item),
+    "dtypes": checks.unique_list(checks.one_of(DTYPES, "dtype")),
+    "use_cache": checks.unique_list(checks.bool_item),
+    "prompt_tokens": checks.unique_list(checks.integer(1)),
+    "budgets": checks.budgets,
+    "trials": checks.integer(1),
+    "warmup_policy": checks.one_of(WARMUP_POLICIES),
+    "warmup": checks.warmup,
+    "sessions": checks.integer(1),
+    "isolation": checks.one_of(ISOLATIONS),
+    "instrument": checks.flag,
+    "engine": checks.one_of(ENGINES),
+    "seed": checks.integer(0, MAX_SEED),
+    "fleet_sessions": checks.one_of(FLEET_SESSIONS),
     "inject": _inject,
-    "attn_implementation": _attn_implementation,
-    "sdpa_backends": _sdpa_backends,
+    "attn_implementation": checks.attn_implementation,
+    "sdpa_backends": checks.sdpa_backends,
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
@@ -483,7 +231,7 @@ def _inject_in_grid(spec: SweepSpec) -> None:
         )
 
 
-_CROSS_CHECKS: tuple[Callable[[Mapping[str, Any]], None], ...] = (_fits_positions,)
+_CROSS_CHECKS: tuple[Callable[[Mapping[str, Any]], None], ...] = (checks.fits_positions,)
 """Constraints between keys, run once every key is valid."""
 
 
@@ -519,11 +267,12 @@ def _read_toml(p: Path) -> dict[str, Any]:
 
 def _check_keys(data: Any, known: Sequence[str], required: Sequence[str]) -> None:
     if not isinstance(data, Mapping):
-        raise SpecError(f"a sweep spec must be a table of keys, got {_type_name(data)}")
+        raise SpecError(f"a sweep spec must be a table of keys, got {checks.type_name(data)}")
     for key in data:
         if key not in known:
             raise SpecError(
-                f"unknown key {key!r}{_suggest(str(key), known)}; valid keys are {list(known)}"
+                f"unknown key {key!r}{checks.suggest(str(key), known)}; valid keys are "
+                f"{list(known)}"
             )
     for key in required:
         if key not in data:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from collectors import _spec_checks as spec_checks
 from collectors import spec as spec_module
 from collectors.spec import Case, Injection, SpecError, SweepSpec
 from regimes.data.schema import RegimesInputError
@@ -175,7 +176,7 @@ class _Unavailable:
 
 
 def test_unavailable_backend_fails_unless_not_checked(monkeypatch):
-    monkeypatch.setattr(spec_module, "get_backend", lambda name: _Unavailable())
+    monkeypatch.setattr(spec_checks, "get_backend", lambda name: _Unavailable())
     with pytest.raises(
         SpecError, match="backend 'cpu' is not available on this machine: no such device"
     ):
