@@ -27,17 +27,15 @@ on a measurement machine where scipy, statsmodels, ruptures or altair may be mis
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from regimes._version import project_version
 from regimes.data.io import Run, RunWriter, load, read_run, save, scan
 from regimes.data.schema import CASE_COLUMNS, TRIAL_SCHEMA, validate_trials
 from regimes.errors import RegimesInputError, RegimesWarning
 
-try:
-    __version__ = version("regimes")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+__version__ = project_version()
+"""The running version (:func:`regimes._version.project_version`)."""
 
 __all__ = [
     "CASE_COLUMNS",
