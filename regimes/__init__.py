@@ -29,6 +29,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from regimes._deprecation import renamed
 from regimes._version import project_version
 from regimes.data.io import Run, RunWriter, load, read_run, save, scan
 from regimes.data.schema import CASE_COLUMNS, TRIAL_SCHEMA, validate_trials
@@ -41,18 +42,13 @@ __all__ = [
     "CASE_COLUMNS",
     "TRIAL_SCHEMA",
     "AlignmentResult",
-    "BackendComparison",
     "BackendResult",
-    "BoundaryAlignment",
     "ComparisonResult",
     "DetectionOptions",
     "HistoryResult",
-    "MemoryConfound",
     "MemoryResult",
-    "PhaseAttribution",
     "PhaseResult",
     "RefineResult",
-    "RegimeReport",
     "RegimeResult",
     "RegimesInputError",
     "RegimesWarning",
@@ -85,24 +81,19 @@ _LAZY: dict[str, str] = {
     "analyze": "regimes.analysis",
     "DetectionOptions": "regimes.options",
     "BackendResult": "regimes.explain.backends",
-    "BackendComparison": "regimes.explain.backends",
     "compare_backends": "regimes.explain.backends",
     "AlignmentResult": "regimes.explain.alignment",
-    "BoundaryAlignment": "regimes.explain.alignment",
     "align_boundaries": "regimes.explain.alignment",
     "ComparisonResult": "regimes.compare",
     "compare_runs": "regimes.compare",
     "PhaseResult": "regimes.explain.phases",
-    "PhaseAttribution": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
     "HistoryResult": "regimes.explain.history",
     "history_effect": "regimes.explain.history",
     "MemoryResult": "regimes.explain.memory",
-    "MemoryConfound": "regimes.explain.memory",
     "memory_confound": "regimes.explain.memory",
     "RefineResult": "regimes.refine",
     "refine_boundaries": "regimes.refine",
-    "RegimeReport": "regimes.detect",
     "RegimeResult": "regimes.detect",
     "detect_regimes": "regimes.detect",
     "SpeedupResult": "regimes.speedup",
@@ -119,20 +110,25 @@ _MODULES: dict[str, str] = {
 }
 """Modules reachable as attributes (``regimes.plot.latency_chart``) without an import."""
 
+_RENAMED: dict[str, str] = {
+    "BackendComparison": "BackendResult",
+    "BoundaryAlignment": "AlignmentResult",
+    "MemoryConfound": "MemoryResult",
+    "PhaseAttribution": "PhaseResult",
+    "RegimeReport": "RegimeResult",
+}
+"""Former names, answered with a :class:`DeprecationWarning` until release 0.2."""
+
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.analysis import RunAnalysis, analyze
     from regimes.compare import ComparisonResult, compare_runs
     from regimes.data.simulate import published_gpt2_medium, simulate_sweep
-    from regimes.detect import RegimeReport, RegimeResult, detect_regimes
-    from regimes.explain.alignment import (
-        AlignmentResult,
-        BoundaryAlignment,
-        align_boundaries,
-    )
-    from regimes.explain.backends import BackendComparison, BackendResult, compare_backends
+    from regimes.detect import RegimeResult, detect_regimes
+    from regimes.explain.alignment import AlignmentResult, align_boundaries
+    from regimes.explain.backends import BackendResult, compare_backends
     from regimes.explain.history import HistoryResult, history_effect
-    from regimes.explain.memory import MemoryConfound, MemoryResult, memory_confound
-    from regimes.explain.phases import PhaseAttribution, PhaseResult, attribute_phases
+    from regimes.explain.memory import MemoryResult, memory_confound
+    from regimes.explain.phases import PhaseResult, attribute_phases
     from regimes.options import DetectionOptions
     from regimes.refine import RefineResult, refine_boundaries
     from regimes.speedup import SpeedupResult, cache_speedup
@@ -141,6 +137,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 def __getattr__(name: str) -> Any:
     if name in _MODULES:
         return import_module(_MODULES[name])
+    if name in _RENAMED:
+        return renamed(__name__, _RENAMED, name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'regimes' has no attribute {name!r}")

@@ -3,9 +3,10 @@
 Modelled on polars' ``polars._utils.deprecation``: a decorator takes the deprecated
 keyword arguments out of a call before the function sees them and issues one
 :class:`DeprecationWarning` that names them, says why, and gives the release they go
-away in. The warning points at the caller's line, not at this package: the first frame
-outside :mod:`regimes` (polars' ``find_stacklevel``), so that the warning names the line
-a user has to change.
+away in; :func:`renamed` answers a module's old name for a class (PEP 562
+``__getattr__``) with the new one and the same warning. The warning points at the
+caller's line, not at this package: the first frame outside :mod:`regimes` (polars'
+``find_stacklevel``), so that the warning names the line a user has to change.
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["REMOVED_IN", "deprecate_parameters", "find_stacklevel", "issue_deprecation_warning"]
+__all__ = [
+    "REMOVED_IN",
+    "deprecate_parameters",
+    "find_stacklevel",
+    "issue_deprecation_warning",
+    "renamed",
+]
 
 REMOVED_IN = "0.2"
 """The release in which the parameters deprecated in this one (0.1) are removed."""
@@ -127,3 +135,47 @@ def deprecate_parameters(
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def renamed(
+    module: str, names: Mapping[str, str], name: str, *, removed_in: str = REMOVED_IN
+) -> Any:
+    """Return what an old name of ``module`` now names, with a deprecation warning.
+
+    For a module's ``__getattr__`` (PEP 562), which Python calls only for a name the
+    module does not define: the old names are kept out of the module and its
+    ``__all__``, so ``from module import *`` and ``dir()`` show only the new ones.
+
+    Parameters
+    ----------
+    module : str
+        The module's ``__name__``.
+    names : mapping of str to str
+        Each old name and the name that replaces it.
+    name : str
+        The name asked for.
+    removed_in : str, default :data:`REMOVED_IN`
+        The release that removes the old names.
+
+    Returns
+    -------
+    object
+        The new name's value (looked up in ``module``).
+
+    Raises
+    ------
+    AttributeError
+        ``name`` is no old name of ``module``.
+
+    Warns
+    -----
+    DeprecationWarning
+        For every old name asked for, naming its replacement.
+    """
+    new = names.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    issue_deprecation_warning(
+        f"{module}.{name} is renamed {new}; use {module}.{new}", removed_in=removed_in
+    )
+    return getattr(sys.modules[module], new)

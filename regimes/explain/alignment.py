@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from regimes._deprecation import renamed
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes.data.schema import RegimesInputError, validate_trials
 from regimes.explain._anomalies import (
@@ -117,8 +118,12 @@ class AlignmentResult(AnalysisResult):
         )
 
 
-BoundaryAlignment = AlignmentResult
-"""The former name of :class:`AlignmentResult`."""
+_RENAMED = {"BoundaryAlignment": "AlignmentResult"}
+"""Former names, answered with a :class:`DeprecationWarning` until release 0.2."""
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, _RENAMED, name)
 
 
 def _show(value: Any) -> str:
@@ -145,7 +150,7 @@ def align_boundaries(
     ----------
     df : polars.DataFrame or pandas.DataFrame
         A trial table with at least two prompt lengths (``prompt_tokens``).
-    report : RegimeReport, optional
+    report : RegimeResult, optional
         Anomalies grouped by ``prompt_tokens`` (as :func:`regimes.detect_regimes` does by
         default) on ``x="budget"`` or ``x="total_tokens"``; when None they are detected
         here with ``x`` (default ``"budget"``), ``y``, ``by``, ``alpha``, ``level``,

@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from regimes._deprecation import renamed
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.between_cell import curve_taus
 from regimes._stats.curves import Curve, curve_from_levels, index_curves
@@ -124,8 +125,12 @@ class BackendResult(AnalysisResult):
         )
 
 
-BackendComparison = BackendResult
-"""The former name of :class:`BackendResult`."""
+_RENAMED = {"BackendComparison": "BackendResult"}
+"""Former names, answered with a :class:`DeprecationWarning` until release 0.2."""
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, _RENAMED, name)
 
 
 def compare_backends(
@@ -150,7 +155,7 @@ def compare_backends(
     ----------
     df : polars.DataFrame or pandas.DataFrame
         The trial table the report was computed from, holding the other backends too.
-    report : RegimeReport, optional
+    report : RegimeResult, optional
         Anomalies grouped by ``backend`` (:func:`regimes.detect_regimes` does so by
         default); when None they are detected here with ``x``, ``y``, ``by``, ``alpha``,
         ``level``, ``n_boot``, ``seed`` and ``session``.

@@ -41,6 +41,7 @@ import numpy as np
 import polars as pl
 import statsmodels.api as sm
 
+from regimes._deprecation import renamed
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.multitest import benjamini_hochberg
 from regimes.data._prepare import prepare_trials
@@ -158,8 +159,12 @@ class MemoryResult(AnalysisResult):
         )
 
 
-MemoryConfound = MemoryResult
-"""The former name of :class:`MemoryResult`."""
+_RENAMED = {"MemoryConfound": "MemoryResult"}
+"""Former names, answered with a :class:`DeprecationWarning` until release 0.2."""
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, _RENAMED, name)
 
 
 def _percent(share: float | None) -> str:
@@ -187,7 +192,7 @@ def memory_confound(
     ----------
     df : polars.DataFrame or pandas.DataFrame
         The trial table the report was computed from, with a memory column.
-    report : RegimeReport, optional
+    report : RegimeResult, optional
         The anomalies to explain (:func:`regimes.detect_regimes`); when None they are
         detected here with ``x``, ``y``, ``by``, ``alpha``, ``level``, ``n_boot``,
         ``seed`` and ``session``.

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from regimes._deprecation import renamed
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.contrasts import trend_contrast
 from regimes._stats.levels import cell_levels
@@ -163,8 +164,12 @@ class PhaseResult(AnalysisResult):
         )
 
 
-PhaseAttribution = PhaseResult
-"""The former name of :class:`PhaseResult`."""
+_RENAMED = {"PhaseAttribution": "PhaseResult"}
+"""Former names, answered with a :class:`DeprecationWarning` until release 0.2."""
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, _RENAMED, name)
 
 
 def attribute_phases(
@@ -188,7 +193,7 @@ def attribute_phases(
         The instrumented trial table the report was computed from (``prefill_s`` and
         ``decode_s`` measured). Rows without a phase split are left out and counted in
         ``n_uninstrumented``.
-    report : RegimeReport, optional
+    report : RegimeResult, optional
         The anomalies to explain (:func:`regimes.detect_regimes`); when None they are
         detected here with ``x``, ``y``, ``by``, ``alpha``, ``level``, ``n_boot``,
         ``seed`` and ``session``.

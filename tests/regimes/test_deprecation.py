@@ -7,6 +7,7 @@ Every table here is synthetic.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import sys
@@ -147,3 +148,28 @@ def test_cli_help_gives_the_detections_default_draws(command, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "default 2000" not in text
     assert re.search(r"--n-boot N_BOOT bootstrap draws of .*\(default (500|200)\)", text)
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new"),
+    [
+        ("regimes", "RegimeReport", "RegimeResult"),
+        ("regimes", "PhaseAttribution", "PhaseResult"),
+        ("regimes", "MemoryConfound", "MemoryResult"),
+        ("regimes", "BoundaryAlignment", "AlignmentResult"),
+        ("regimes", "BackendComparison", "BackendResult"),
+        ("regimes.explain.phases", "PhaseAttribution", "PhaseResult"),
+        ("regimes.explain.memory", "MemoryConfound", "MemoryResult"),
+        ("regimes.explain.alignment", "BoundaryAlignment", "AlignmentResult"),
+        ("regimes.explain.backends", "BackendComparison", "BackendResult"),
+    ],
+)
+def test_a_former_class_name_warns_naming_its_replacement_and_the_release(module, old, new):
+    imported = importlib.import_module(module)
+    assert old not in getattr(imported, "__all__", ()) and old not in dir(imported)
+    warning = rf"{old} is renamed {new}.*removed in {REMOVED_IN}"
+    with pytest.warns(DeprecationWarning, match=warning):
+        value = getattr(imported, old)
+    assert value is getattr(imported, new)
+    with pytest.raises(AttributeError):
+        imported.NoSuchName  # noqa: B018

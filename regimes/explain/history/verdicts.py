@@ -95,7 +95,7 @@ def history_anomalies(report: Any, history: Any) -> pl.DataFrame:
 
     Parameters
     ----------
-    report : RegimeReport
+    report : RegimeResult
         The result of :func:`regimes.detect_regimes`.
     history : HistoryResult or polars.DataFrame or pandas.DataFrame
         The result of :func:`history_effect` for the report's ``x``, ``y`` and groups,
@@ -216,7 +216,7 @@ def history_note(history: Any, report: Any = None) -> str | None:
         The result of :func:`history_effect`, or the trial table (warm-ups included) to
         compute it from (with the report's ``x``, ``y`` and groups when a report is
         given).
-    report : RegimeReport, optional
+    report : RegimeResult, optional
         A detection report of the same table: its anomalies are then classified with
         :func:`history_anomalies`.
 

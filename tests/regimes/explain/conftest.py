@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 
+import regimes
 from regimes._result import AnalysisResult
 
 
-def _check(result: Any, cls: type, old_name: type) -> None:
-    assert old_name is cls and isinstance(result, cls) and isinstance(result, AnalysisResult)
+def _check(result: Any, cls: type, old_name: str) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"regimes\.{old_name} is renamed.*removed in"):
+        assert getattr(regimes, old_name) is cls
+    assert isinstance(result, cls) and isinstance(result, AnalysisResult)
     assert cls.__name__.endswith("Result")
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.params = {}

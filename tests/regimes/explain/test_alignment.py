@@ -178,7 +178,7 @@ def test_public_name():
 def test_result_follows_the_protocol(result_protocol):
     df, report = sweep_and_report([3, 65], ("total", 577), ("budget", 640))
     result = align_boundaries(df, report)
-    result_protocol(result, regimes.AlignmentResult, regimes.BoundaryAlignment)
+    result_protocol(result, regimes.AlignmentResult, "BoundaryAlignment")
     assert result.params["tolerance"] == 0
 
 

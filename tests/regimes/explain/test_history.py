@@ -110,7 +110,7 @@ def history_sweep(
     )
 
 
-def detect(df: pl.DataFrame) -> regimes.RegimeReport:
+def detect(df: pl.DataFrame) -> regimes.RegimeResult:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", regimes.RegimesWarning)
         return regimes.detect_regimes(df, n_boot=200)

@@ -201,7 +201,7 @@ def test_public_name():
 def test_result_follows_the_protocol(result_protocol):
     df = synthetic_sweep("smooth", seed=2)
     result = memory_confound(df, report_for(df))
-    result_protocol(result, regimes.MemoryResult, regimes.MemoryConfound)
+    result_protocol(result, regimes.MemoryResult, "MemoryConfound")
     assert result.params["memory"] == "mem_driver_bytes" and result.params["level"] == 0.95
     # the former fields stay readable
     assert (result.memory, result.alpha, result.cov_type) == ("mem_driver_bytes", 0.05, "HC3")

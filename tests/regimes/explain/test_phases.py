@@ -198,7 +198,7 @@ def test_public_name():
 def test_result_follows_the_protocol(result_protocol):
     df = instrumented_sweep("decode")
     result = attribute_phases(df, spike_report("synthetic-decode"), n_boot=200)
-    result_protocol(result, regimes.PhaseResult, regimes.PhaseAttribution)
+    result_protocol(result, regimes.PhaseResult, "PhaseAttribution")
     assert result.params["n_boot"] == 200 and result.params["level"] == 0.95
 
 
