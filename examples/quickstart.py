@@ -36,11 +36,14 @@ runs = regimes.compare_runs(window, published, by=["model", "use_cache", "prompt
 print(runs.changes.select("start", "end", "status", "ratio_of_ratios", "q_value"))
 
 # 4. Every result draws its own chart (an Altair chart): display it in a notebook, or
-# save it offline; the report puts everything for a run into one HTML file.
+# save it offline; the report draws everything analysed of a run (regimes.analyze,
+# each analysis computed once) into one HTML file.
 regimes.plot.save(report.chart(), "quickstart-cuda.html")
 regimes.plot.save(spike.chart(), "quickstart-published.html")
 regimes.plot.save(runs.chart(), "quickstart-compare.html")
-page = regimes.report.build_report(published, title="published MPS case (synthetic)")
+page = regimes.report.build_report(
+    regimes.analyze(published), title="published MPS case (synthetic)"
+)
 page.write("quickstart-report.html")
 print("\n".join(page.findings()))
 print(
