@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in lines:
             print(f"    - {line}")
     print("  recorded in the run's meta.json when it was collected:")
-    print_hygiene(stored_warnings(run_dir), "during the sweep")
+    print_hygiene(stored_warnings(run_dir), "in meta.json")
 
     print(f"\nresults (after {time.perf_counter() - began:.0f} s):")
     print(f"  the run (trial table, steps, meta.json): {run_dir}")

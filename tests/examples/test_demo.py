@@ -66,7 +66,7 @@ def test_the_demo_prints_the_hygiene_warnings_and_where_the_results_went(
     out = capsys.readouterr().out
 
     assert f"warning (before the sweep): {busy}" in out
-    assert f"warning (during the sweep): {busy}" in out  # read back from meta.json
+    assert f"warning (in meta.json): {busy}" in out  # read back from the run
     run_dir = tmp_path / "runs" / "cpu-tiny-gpt2-injected"
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["synthetic"] is True and meta["inject"]["factor"] == demo.injected(small)[2]
