@@ -138,7 +138,7 @@ class RegimeResult(AnalysisResult):
 
     def _headlines(self) -> list[str]:
         """Return the command line's headline per anomaly (or that none was found)."""
-        from regimes.viz.html import headlines  # altair loads only when a view is drawn
+        from regimes._findings import headlines
 
         return headlines(self)
 
