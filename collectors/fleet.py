@@ -124,9 +124,10 @@ def _scheduler_lost(exc: BaseException, client: Any = None) -> bool:
 
 def _lost_message(cluster: str, exc: BaseException) -> SchedulerLost:
     """Build the one-line error of a scheduler lost mid-run."""
-    reason = " ".join(str(exc).split())[-120:] or type(exc).__name__
+    # the reason in words only: Dask's class names (CommClosedError) mean nothing to a user
+    reason = " ".join(str(exc).split())[-120:].rstrip(".") or "connection closed"
     return SchedulerLost(
-        f"lost the Dask scheduler at {cluster} mid-run ({type(exc).__name__}: {reason}); "
+        f"lost the Dask scheduler at {cluster} mid-run ({reason}); "
         "every trial written before it is kept: restart the scheduler and its workers, "
         "then rerun the same command to resume"
     )

@@ -108,3 +108,4 @@ def test_what_counts_as_a_lost_scheduler() -> None:
     message = fleet._lost_message("tcp://127.0.0.1:9", CommClosedError("Stream is closed"))
     assert isinstance(message, FleetError) and "\n" not in str(message)
     assert "tcp://127.0.0.1:9" in str(message) and "every trial written" in str(message)
+    assert "CommClosedError" not in str(message) and "Stream is closed" in str(message)
