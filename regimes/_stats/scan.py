@@ -181,6 +181,10 @@ def _basis(g: _Grid, chosen: np.ndarray) -> np.ndarray:
     return q
 
 
+_TIE = 1e-9
+"""Relative difference below which two candidates' gains are a tie."""
+
+
 def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """Noise scale of each row from its unit-norm second differences, by their MAD.
 
@@ -220,7 +224,11 @@ def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int) -> np.ndarray:
         den = g.zaz[None, :] - np.sum(zq[live, :step] ** 2, axis=1)
         ok = den > _TINY * g.zaz[None, :] + _TINY
         gain = np.where(ok, _sums(r[live], g) ** 2 / np.where(ok, den, 1.0), -1.0)
-        best = np.argmax(gain, axis=1)
+        # an interval touching the first cell and its complement, a step to the end, fit
+        # the same model (the trend has a free constant): their gains tie exactly, and
+        # which one rounding favours must not decide; the first in candidate order wins
+        top = gain.max(axis=1, keepdims=True)
+        best = np.argmax(gain >= top - _TIE * np.abs(top), axis=1)
         take = gain[np.arange(live.size), best] > 0
         if not take.any():
             break

@@ -84,6 +84,10 @@ class Smoother:
         """Number of cells ``T``."""
         return int(self.u.size)
 
+    def at_least(self, which: int) -> Smoother:
+        """Return the smoothers at least as flexible as smoother ``which``."""
+        return Smoother(u=self.u, edf=self.edf[which:], residual=self.residual[which:])
+
     def trend(self, levels: np.ndarray, which: np.ndarray) -> np.ndarray:
         """Return the trend ``S l`` of each row of ``levels`` with smoother ``which[row]``."""
         fitted = np.einsum("kij,kj->ki", self.residual[which], levels)

@@ -34,10 +34,18 @@ from regimes._stats.scan import (
     candidate_intervals,
     difference_scale,
     fit_rows,
-    interval_precision,
     selection_threshold,
 )
 from regimes._stats.smoother import Smoother, smoother_for
+from regimes.detect._regimes import KMAX, as_step, canonical
+from regimes.detect._sensitivity import (
+    SENSITIVITY_WIDTHS,
+    CurveNoise,
+    PowerTable,
+    detectable_ratios,
+    ladder,
+    power_table,
+)
 from regimes.detect._trials import Pools
 
 __all__ = [
@@ -58,13 +66,6 @@ MAX_CELLS = 300
 """Most distinct ``x`` a curve may have: the model's smoothers are dense in the cells
 (memory quadratic in them); a longer grid is analysed in budget ranges, or thinned."""
 
-KMAX = 4
-"""Most regimes one curve's model holds."""
-
-SENSITIVITY_WIDTHS = (1, 2, 4)
-"""Spike widths, in cells, whose detectable ratio every curve reports."""
-
-_POWER = 0.8
 _EXACT_COUNT = 10
 """Draws at least as extreme below which a p-value comes from the fitted tail."""
 
@@ -124,6 +125,14 @@ class CurveModel(NamedTuple):
     detectable: tuple[float, ...]
 
 
+class _Noise(NamedTuple):
+    """A curve's cell noise, its trials' sampling variance, and its grid's power table."""
+
+    sigma: float
+    sampling: float
+    power: PowerTable
+
+
 class _Options(NamedTuple):
     direction: str
     tau0: float
@@ -138,7 +147,7 @@ def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, flo
 
     A regime touching the first cell and its complement, a step to the end, are the same
     model (the trend takes ``delta`` as its constant); which one it is, is
-    :func:`_as_step`'s to say.
+    :func:`regimes.detect._regimes.as_step`'s to say.
     """
     starts, ends = candidate_intervals(t)
     out, shift = [], 0.0
@@ -147,25 +156,10 @@ def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, flo
             continue
         a, b = int(starts[c]), int(ends[c])
         delta, se = float(fit.delta[row, j]), float(fit.se_unit[row, j] * fit.sigma[row])
-        if a == 0 and _as_step(b, t):
+        if a == 0 and as_step(b, t):
             a, b, shift, delta = b + 1, t - 1, shift + delta, -delta
         out.append((a, b, delta, se))
     return out, shift
-
-
-START_CELLS = 2
-"""Longest regime read at the start of the grid; a longer one is a step to the end."""
-
-
-def _as_step(end: np.ndarray | int, t: int) -> np.ndarray | bool:
-    """Whether the regime ``[0, end]`` is read as its complement, a step to the end.
-
-    A curve starts at its normal level, so a departure from the start is a step (up or
-    down) from where the curve leaves it, unless it is over by :data:`START_CELLS` cells
-    and shorter than the rest: then it is an edge, or a spike over the first budgets.
-    """
-    width = np.asarray(end) + 1
-    return (width > START_CELLS) | (t - width < width)
 
 
 def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, float]:
@@ -188,7 +182,7 @@ def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarra
     delta = fit.delta
     starts, ends = candidate_intervals(t)
     idx = np.maximum(fit.chosen, 0)
-    flip = used & (starts[idx] == 0) & _as_step(ends[idx], t)
+    flip = used & (starts[idx] == 0) & as_step(ends[idx], t)
     signed = np.where(flip, -delta, delta)
     tested = used & ((o.direction == "both") | ((signed > 0) == (o.direction == "up")))
     z = np.where(tested, (np.abs(signed) - o.tau0) / se, -np.inf)
@@ -276,24 +270,12 @@ def _fitted(fit: RowFit, row: int, t: int) -> np.ndarray:
     return out
 
 
-def _canonical(fit: RowFit, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every row's regimes as arrays ``(K, KMAX)``: start, end, signed delta (NaN unused)."""
-    starts, ends = candidate_intervals(t)
-    used = fit.chosen >= 0
-    idx = np.maximum(fit.chosen, 0)
-    a, b = starts[idx], ends[idx]
-    flip = used & (a == 0) & _as_step(b, t)
-    a, b = np.where(flip, b + 1, a), np.where(flip, t - 1, b)
-    delta = np.where(used, np.where(flip, -fit.delta, fit.delta), np.nan)
-    return a, b, delta
-
-
 def _spread(
     found: RowFit, t: int, regime: tuple[int, int, float, float], level: float
 ) -> tuple[tuple[int, int, int, int], tuple[float, float]]:
     """Bounds on a regime's onset and end, and its delta's quantiles, over draws."""
     s, e, delta, _ = regime
-    a, b, d = _canonical(found, t)
+    a, b, d = canonical(found, t)
     overlap = np.minimum(b, e) - np.maximum(a, s) + 1
     overlap = np.where(np.sign(np.nan_to_num(d)) == np.sign(delta), overlap, 0)
     best = np.argmax(overlap, axis=1)
@@ -317,26 +299,6 @@ def _threshold(maxima: np.ndarray, alpha: float) -> float:
     return float(np.quantile(maxima, 1.0 - alpha, method="higher")) if maxima.size else -np.inf
 
 
-def _detectable(
-    sm: Smoother, which: int, sigma: float, df: float, q: float, o: _Options
-) -> tuple[float, ...]:
-    """Ratio over trend of a centred spike reported with probability 0.8, per width."""
-    t = sm.size
-    out = []
-    for w in SENSITIVITY_WIDTHS:
-        if t - w < 3:
-            out.append(float("nan"))
-            continue
-        a = (t - w) // 2
-        zaz, za2z = interval_precision(sm, which, a, a + w - 1)
-        se = sigma * np.sqrt(za2z) / zaz
-        enter = o.h * sigma / np.sqrt(zaz)
-        test = o.tau0 + se * max(q, float(stats.t.ppf(1.0 - o.alpha, df)))
-        delta = max(enter, test) + float(stats.t.ppf(_POWER, df)) * se
-        out.append(float(np.exp(min(delta, 700.0))))
-    return tuple(out)
-
-
 def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Regimes selected in unit normal noise on the grid: signed delta and se per draw.
 
@@ -346,7 +308,7 @@ def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> tuple[np.ndarray, 
     rng = np.random.default_rng(np.random.SeedSequence((seed, sm.size, 7)))
     rows = rng.normal(size=(o.n_boot, sm.size))
     fit = fit_rows(rows, sm, o.h, KMAX)
-    _, _, delta = _canonical(fit, sm.size)
+    _, _, delta = canonical(fit, sm.size)
     return delta, fit.se_unit * fit.sigma[:, None]
 
 
@@ -369,7 +331,9 @@ def _resample(
     """
     t = sm.size
     levels = np.stack([curves[i].level for i in rows])
-    scale = difference_scale(sm.u, levels - fit.trend[rows])
+    # the residuals of the fitted model: on a short grid a spike's cells are most of the
+    # differences, and left in they would make every null draw as noisy as the spike
+    scale = difference_scale(sm.u, levels - np.stack([_fitted(fit, i, t) for i in rows]))
     stacked = []
     for k, i in enumerate(rows):
         noise = _draws(curves[i], fit, i, float(scale[k]), o, part)
@@ -463,8 +427,18 @@ def fit_grid(
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
     nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
     gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
+    power = _power_tables(sm, raw, noise, o, seed)
     models = [
-        _curve_model(c, fit, i, sm, float(noise[i]), nulls.get(i), gauss, o)
+        _curve_model(
+            c,
+            fit,
+            i,
+            sm,
+            _Noise(noise[i], sampling[i], power[i]),
+            nulls.get(i),
+            gauss,
+            o,
+        )
         for i, c in enumerate(curves)
     ]
     _add_spread(models, curves, raw, sampling, sm, o)
@@ -472,6 +446,39 @@ def fit_grid(
         m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
         for i, (m, c) in enumerate(zip(models, curves, strict=True))
     ]
+
+
+OWN_DRAWS_CELLS = 12
+"""Longest grid whose curves each draw their power about their own trend."""
+
+
+def _power_tables(
+    sm: Smoother, raw: RowFit, noise: np.ndarray, o: _Options, seed: int
+) -> list[PowerTable]:
+    """Return each curve's power table (:mod:`regimes.detect._sensitivity`).
+
+    A spike can only make a curve's trend more flexible than its own data chose (the
+    smoothness bends to take the spike in), never stiffer: a table's draws may choose
+    the curve's flexibility or any more flexible one. On a grid of up to
+    :data:`OWN_DRAWS_CELLS` cells each curve draws about its own trend (cheap there, and
+    there a trend the smoother cannot follow decides whether selection offers a spike
+    at all); on longer ones the curves that chose one flexibility share flat draws and
+    each adds its trend's misfit to them.
+    """
+    sign = -1.0 if o.direction == "down" else 1.0
+    which = raw.which.tolist()
+    if sm.size <= OWN_DRAWS_CELLS:
+        return [
+            power_table(
+                sm, w, o.h, sign, ladder(noise[i : i + 1], o.tau0), seed, raw.trend[i] / noise[i]
+            )
+            for i, w in enumerate(which)
+        ]
+    tables = {
+        w: power_table(sm, w, o.h, sign, ladder(noise[raw.which == w], o.tau0), seed)
+        for w in set(which)
+    }
+    return [tables[w] for w in which]
 
 
 def _null_maxima(
@@ -547,7 +554,7 @@ def _curve_model(
     fit: RowFit,
     i: int,
     sm: Smoother,
-    noise: float,
+    noise: _Noise,
     nulls: tuple[np.ndarray, np.ndarray] | None,
     gauss: tuple[np.ndarray, np.ndarray] | None,
     o: _Options,
@@ -562,7 +569,10 @@ def _curve_model(
         q = _threshold(nulls[0], o.alpha)
     else:
         assert gauss is not None
-        q = _threshold(_scaled_maxima(gauss, noise, o), o.alpha)
+        q = _threshold(_scaled_maxima(gauss, noise.sigma, o), o.alpha)
+    critical = max(q, float(stats.t.ppf(1.0 - o.alpha, df)))
+    rho = noise.sampling / max(noise.sigma, 1e-12) ** 2
+    own = CurveNoise(noise.sigma, o.tau0, critical, rho, PRIOR_DF, fit.trend[i])
     return CurveModel(
         curve=c.curve,
         trend=fit.trend[i] + shift,
@@ -573,5 +583,5 @@ def _curve_model(
         tau=0.0,
         regimes=tested,
         resampled=nulls is not None,
-        detectable=_detectable(sm, which, noise, df, q, o),
+        detectable=detectable_ratios(noise.power, sm, own),
     )

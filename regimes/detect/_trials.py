@@ -91,8 +91,8 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     table = diffs.with_columns(
         pl.Series("p_value", p, dtype=pl.Float64), pl.Series("dropped", dropped)
     ).drop("_up")
-    gone = table.filter("dropped").select("_curve")
-    kept = marked.filter(~(pl.col("_first") & pl.col("_curve").is_in(gone.get_column("_curve"))))
+    gone = table.filter("dropped").get_column("_curve").to_list()
+    kept = marked.filter(~(pl.col("_first") & pl.col("_curve").is_in(gone)))
     counts = marked.filter(pl.col("_first")).group_by("_curve").len("n_dropped")
     table = table.join(counts, on="_curve", how="left").with_columns(
         pl.when("dropped").then(pl.col("n_dropped")).otherwise(0).alias("n_dropped")

@@ -1,0 +1,264 @@
+r"""What a curve's call could have seen: the smallest spike it reports with probability 0.8.
+
+The power of the call to find a spike depends on more than the noise: on a short grid
+the trend's smoothness, chosen again for every curve, can bend to take a spike in, and
+selection must offer the spike before it is tested. So power is simulated, once per
+grid, with the model's own fit (docs/method.md, section 6):
+
+* in unit normal cell noise, a spike of height :math:`s` (in units of the cell noise)
+  and width :math:`w` is planted at a random interior position of every draw (two
+  budgets from either end where the grid has room), for a ladder of heights over the
+  same noise, about a flat trend;
+* every draw is fitted as the data are (trend, selection, regimes);
+* a curve's own trend :math:`g` enters each draw through the fit, which is linear in
+  the levels once its choices are made: the part :math:`A g` of the trend its smoother
+  leaves adds :math:`z'Ag / z'Az` to the estimate of a regime :math:`z` and
+  :math:`\lVert Ag \rVert^2/\nu` to the residual variance (on a short geometric grid
+  the smoother cannot follow the decode trend, and that misfit costs power);
+* a curve with cell noise :math:`\sigma`, TREAT threshold :math:`\tau_0 = \log r_0`,
+  critical value :math:`q` and residual variance moderated towards its trials' own
+  (prior weight :math:`\nu_0`, sampling variance :math:`\rho\sigma^2`) reports a draw
+  when a selected regime over the spike, in its direction, has
+  :math:`(\sigma|\hat\delta| - \tau_0) / (\sigma\,\mathrm{se}\,m) \ge q`, with
+  :math:`m^2 = (\nu_0\rho + \nu\hat\sigma^2)/(\nu_0 + \nu)` from the draw's own
+  residual scale :math:`\hat\sigma` on :math:`\nu` degrees of freedom;
+* its detectable ratio is :math:`\exp(\sigma s^*)`, :math:`s^*` the smallest height
+  reported in :data:`POWER` of the draws (interpolated on the ladder).
+
+The noise is scaled out (the fit is scale-free apart from the moderation and the
+trend's misfit, which are applied per curve), so one table serves every curve of a grid
+that chose the same trend flexibility.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from regimes._stats.scan import fit_rows
+from regimes._stats.smoother import Smoother
+from regimes.detect._regimes import KMAX, canonical
+
+__all__ = [
+    "POWER",
+    "SENSITIVITY_WIDTHS",
+    "CurveNoise",
+    "PowerTable",
+    "detectable_ratios",
+    "ladder",
+    "power_table",
+]
+
+SENSITIVITY_WIDTHS = (1, 2, 4)
+"""Spike widths, in cells, whose detectable ratio every curve reports."""
+
+POWER = 0.8
+"""Probability of report that a detectable ratio promises."""
+
+DRAWS = 48
+"""Draws per width and height (a power of 0.8 to within about 0.06)."""
+
+LARGEST_RATIO = 10.0
+"""Largest detectable ratio the ladder reaches; beyond it a curve reports infinity."""
+
+_STEP = 1.25
+"""Ratio between neighbouring heights of the ladder."""
+
+
+class PowerTable(NamedTuple):
+    """The fitted draws of one grid and trend flexibility.
+
+    ``heights``: the ladder (units of the cell noise); per width, height, draw and
+    regime ``(W, L, D, KMAX)``: ``delta`` and ``se_unit`` of each selected regime over
+    the spike in its direction (NaN elsewhere), ``start`` and ``end`` its cells; per
+    draw ``(W, L, D)``: ``which`` (the smoother, an index of the grid's), ``sigma`` and
+    ``df`` (the residual scale and its degrees of freedom); ``valid``: the widths the
+    grid can hold; ``sign``: ``+1`` for spikes, ``-1`` for dips; ``about_trend``: drawn
+    about one curve's own trend (else flat, the trend's misfit added per curve).
+    """
+
+    heights: np.ndarray
+    delta: np.ndarray
+    se_unit: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    which: np.ndarray
+    sigma: np.ndarray
+    df: np.ndarray
+    valid: np.ndarray
+    sign: float
+    about_trend: bool
+
+
+class CurveNoise(NamedTuple):
+    """What one curve brings to its grid's table: noise, test and trend.
+
+    ``sigma``: cell noise (log scale); ``tau0``: ``log(min_ratio)``; ``critical``: the
+    value its statistics are compared with; ``rho``: its trials' sampling variance over
+    ``sigma**2`` (the moderation's prior, of weight ``prior_df``); ``trend``: its fitted
+    trend per cell.
+    """
+
+    sigma: float
+    tau0: float
+    critical: float
+    rho: float
+    prior_df: float
+    trend: np.ndarray
+
+
+def ladder(sigmas: np.ndarray, tau0: float) -> np.ndarray:
+    """Return the heights that resolve the detectable ratio of curves of these noises.
+
+    Heights are rungs of one fixed ladder, :data:`_STEP` apart, so a curve's answer is
+    the same whatever other curves share its table: from the TREAT threshold of the
+    noisiest curve (no spike below it can pass) to :data:`LARGEST_RATIO` on the
+    quietest.
+    """
+    sigmas = np.maximum(np.asarray(sigmas, dtype=float), 1e-6)
+    low = max(tau0, 0.05) / float(sigmas.max())
+    high = np.log(LARGEST_RATIO) / float(sigmas.min())
+    first = int(np.floor(np.log(low) / np.log(_STEP)))
+    last = max(int(np.ceil(np.log(high) / np.log(_STEP))), first + 1)
+    return _STEP ** np.arange(first, last + 1, dtype=float)
+
+
+def _placed(t: int, width: int, rng: np.random.Generator) -> np.ndarray:
+    """Random interior spike masks ``(DRAWS, t)``: two cells from each end where possible."""
+    margin = 2 if t >= width + 4 else 1
+    first = rng.integers(margin, t - margin - width + 1, size=DRAWS)
+    cols = np.arange(t)
+    return (cols >= first[:, None]) & (cols < first[:, None] + width)
+
+
+def power_table(
+    sm: Smoother,
+    least: int,
+    h: float,
+    sign: float,
+    heights: np.ndarray,
+    seed: int,
+    offset: np.ndarray | None = None,
+) -> PowerTable:
+    """Fit spikes of every width and height in unit noise on grid ``sm``.
+
+    Parameters
+    ----------
+    sm : Smoother
+        The grid's smoothers.
+    least : int
+        The stiffest smoother the draws may choose (the curves' own choice).
+    h : float
+        The selection threshold, as the data are fitted with.
+    sign : float
+        ``+1`` for spikes, ``-1`` for dips (``direction="down"``).
+    heights : numpy.ndarray
+        The ladder, from :func:`ladder`.
+    seed : int
+        The call's seed.
+    offset : numpy.ndarray, optional
+        A curve's own trend, in units of its noise, to draw about (default: flat).
+
+    Returns
+    -------
+    PowerTable
+    """
+    t, n_levels = sm.size, heights.size
+    # the draws depend on the grid and the seed alone, never on the heights asked for
+    rng = np.random.default_rng(np.random.SeedSequence((seed, t, least, 13)))
+    noise = rng.normal(size=(DRAWS, t)) + (0.0 if offset is None else offset)
+    shape = (len(SENSITIVITY_WIDTHS), n_levels, DRAWS)
+    delta, se = np.full((*shape, KMAX), np.nan), np.full((*shape, KMAX), np.nan)
+    start, end = np.zeros((*shape, KMAX), dtype=np.int64), np.zeros((*shape, KMAX), dtype=np.int64)
+    which, sigma, df = np.full(shape, least), np.ones(shape), np.ones(shape)
+    valid = np.array([t - w >= 3 for w in SENSITIVITY_WIDTHS])
+    for k, width in enumerate(SENSITIVITY_WIDTHS):
+        if not valid[k]:
+            continue
+        mask = _placed(t, width, rng)
+        rows = noise[None] + sign * heights[:, None, None] * mask[None]
+        fit = fit_rows(rows.reshape(-1, t), sm.at_least(least), h, KMAX)
+        a, b, d = canonical(fit, t)
+        covered = np.tile(mask, (n_levels, 1))
+        first, last = covered.argmax(axis=1), t - 1 - covered[:, ::-1].argmax(axis=1)
+        over = (a <= last[:, None]) & (b >= first[:, None]) & (np.sign(d) == sign)
+        inner = (*shape[1:], KMAX)
+        delta[k] = np.where(over, np.abs(d), np.nan).reshape(inner)
+        se[k] = np.where(over, fit.se_unit, np.nan).reshape(inner)
+        start[k], end[k] = a.reshape(inner), b.reshape(inner)
+        which[k] = least + fit.which.reshape(shape[1:])
+        sigma[k], df[k] = fit.sigma.reshape(shape[1:]), fit.df.reshape(shape[1:])
+    about = offset is not None
+    return PowerTable(heights, delta, se, start, end, which, sigma, df, valid, sign, about)
+
+
+def _misfit(table: PowerTable, sm: Smoother, trend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Return the trend's part in every draw: each regime's bias and the residual's.
+
+    Bias ``(W, L, D, K)`` and residual sum of squares ``(W, L, D)``.
+
+    For smoother :math:`A` and regime :math:`z`: :math:`z'Ag / z'Az` and
+    :math:`\lVert Ag \rVert^2`, from prefix sums of :math:`Ag` and of :math:`A`.
+    """
+    ag = np.einsum("wij,j->wi", sm.residual, trend)  # (S, T)
+    pre = np.concatenate([np.zeros((ag.shape[0], 1)), np.cumsum(ag, axis=1)], axis=1)
+    p2 = np.zeros((sm.residual.shape[0], sm.size + 1, sm.size + 1))
+    p2[:, 1:, 1:] = sm.residual.cumsum(axis=1).cumsum(axis=2)
+    w = np.broadcast_to(table.which[..., None], table.start.shape)
+    a, b = table.start, table.end + 1
+    zag = pre[w, b] - pre[w, a]
+    zaz = p2[w, b, b] - p2[w, a, b] - p2[w, b, a] + p2[w, a, a]
+    return zag / np.maximum(zaz, 1e-12), np.sum(ag**2, axis=1)[table.which]
+
+
+def detectable_ratios(table: PowerTable, sm: Smoother, curve: CurveNoise) -> tuple[float, ...]:
+    """Return one curve's detectable ratio per width in :data:`SENSITIVITY_WIDTHS`.
+
+    Parameters
+    ----------
+    table : PowerTable
+        Its grid's fitted draws, at its trend flexibility.
+    sm : Smoother
+        The grid's smoothers.
+    curve : CurveNoise
+        Its noise, test and trend.
+
+    Returns
+    -------
+    tuple of float
+        NaN where the grid cannot hold the width; infinity where no height up to
+        :data:`LARGEST_RATIO` is reported in :data:`POWER` of the draws.
+    """
+    sigma = max(curve.sigma, 1e-9)
+    trend = np.zeros(sm.size) if table.about_trend else curve.trend
+    bias, rss = _misfit(table, sm, trend)
+    var = table.sigma**2 + rss / (sigma**2 * np.maximum(table.df, 1.0))
+    m = np.sqrt((curve.prior_df * curve.rho + table.df * var) / (curve.prior_df + table.df))
+    with np.errstate(invalid="ignore"):
+        estimate = sigma * table.delta + table.sign * bias
+        z = (estimate - curve.tau0) / (sigma * table.se_unit * m[..., None])
+    reported = np.nan_to_num(z, nan=-np.inf).max(axis=-1) >= curve.critical
+    power = reported.mean(axis=-1)  # (W, L)
+    return tuple(
+        _crossing(table.heights, power[k], sigma) if table.valid[k] else float("nan")
+        for k in range(len(SENSITIVITY_WIDTHS))
+    )
+
+
+def _crossing(heights: np.ndarray, power: np.ndarray, sigma: float) -> float:
+    """Return the ratio at the first height reported in :data:`POWER` of draws, interpolated."""
+    # the first height past POWER, and the one before it: power is noisy, not monotone
+    above = np.flatnonzero(power >= POWER)
+    if above.size == 0:
+        return float("inf")
+    j = int(above[0])
+    log_h = np.log(heights)
+    if j == 0:
+        s = float(heights[0])
+    else:
+        p0, p1 = power[j - 1], power[j]
+        w = (POWER - p0) / max(p1 - p0, 1e-12)
+        s = float(np.exp(log_h[j - 1] + w * (log_h[j] - log_h[j - 1])))
+    ratio = float(np.exp(min(sigma * s, 700.0)))
+    return ratio if ratio <= LARGEST_RATIO * (1 + 1e-9) else float("inf")
