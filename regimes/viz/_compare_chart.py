@@ -17,7 +17,16 @@ import polars as pl
 
 from regimes.viz import _style as style
 from regimes.viz._frames import GROUP_FIELD, attach_labels, group_labels, interval_part
-from regimes.viz._layout import ChartText, Panels, Strip, panels_over_strip, part, x_encoding
+from regimes.viz._layout import (
+    ChartText,
+    Panels,
+    Strip,
+    panels_over_strip,
+    part,
+    value_axis,
+    value_scale,
+    x_encoding,
+)
 
 __all__ = ["comparison_chart"]
 
@@ -133,7 +142,7 @@ def _layers(x: str, y_title: str, height: int) -> list[alt.Chart]:
         scale=alt.Scale(domain=list(RUN_COLORS), range=list(RUN_COLORS.values())),
         legend=style.legend(symbolOpacity=1, symbolType="stroke", symbolStrokeWidth=3),
     )
-    title, scale = f"{y_title}, log scale", alt.Scale(type="log", nice=False)
+    title, scale, axis = f"{y_title}, log scale", value_scale(True), value_axis(True)
     group = alt.Tooltip(f"{GROUP_FIELD}:N", title="group")
     curve = alt.Chart().transform_filter(part("curve"))
     point_tip = [group, alt.Tooltip("run:N"), alt.Tooltip(f"{x}:Q", title=style.axis_title(x))]
@@ -147,14 +156,14 @@ def _layers(x: str, y_title: str, height: int) -> list[alt.Chart]:
         .encode(x=x_encoding("x_lo", x), x2="x_hi:Q", color=run_color, tooltip=regime_tip),
         curve.mark_area(opacity=0.18, clip=True).encode(
             x=x_encoding(x, x),
-            y=alt.Y("ci_low:Q", title=title, scale=scale),
+            y=alt.Y("ci_low:Q", title=title, scale=scale, axis=axis),
             y2="ci_high:Q",
             color=run_color,
             tooltip=[group, alt.Tooltip("run:N", title="CI band of the run")],
         ),
         curve.mark_line(point=True, clip=True).encode(
             x=x_encoding(x, x),
-            y=alt.Y("median:Q", title=title, scale=scale),
+            y=alt.Y("median:Q", title=title, scale=scale, axis=axis),
             color=run_color,
             tooltip=point_tip,
         ),

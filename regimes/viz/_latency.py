@@ -27,9 +27,11 @@ from regimes.viz._layout import (
     ChartText,
     Panels,
     Strip,
-    interval_layers,
+    interval_labels,
+    interval_shade,
     panels_over_strip,
     part,
+    value_axis,
     value_scale,
     x_encoding,
 )
@@ -41,11 +43,13 @@ _CURVE_EXTRAS = ("baseline", "ratio", "n")
 class _YAxis:
     """The value axis every layer shares."""
 
-    scale: alt.Scale
+    log: bool
     title: str
 
     def encode(self, field: str) -> alt.Y:
-        return alt.Y(f"{field}:Q", scale=self.scale, title=self.title)
+        return alt.Y(
+            f"{field}:Q", scale=value_scale(self.log), title=self.title, axis=value_axis(self.log)
+        )
 
 
 def latency_chart(
@@ -244,16 +248,18 @@ def _latency_layers(
     drawn: dict[str, pl.DataFrame], x: str, y: str, log_y: bool, height: int, level: str
 ) -> list[alt.Chart]:
     """Stack the layers, bottom to top, of the parts that have rows."""
-    y_axis = _YAxis(value_scale(log_y), style.axis_title(y) + (", log scale" if log_y else ""))
+    y_axis = _YAxis(log_y, style.axis_title(y) + (", log scale" if log_y else ""))
     curve_columns = drawn["curve"].columns
     layers: list[alt.Chart] = []
     if "interval" in drawn:
-        layers += interval_layers(x, "anomaly", height, label_at_top=False)
+        layers.append(interval_shade(x, "anomaly"))
     if "trial" in drawn:
         layers.append(_trial_layer(x, y, y_axis))
     layers += _curve_layers(x, y, y_axis, level, curve_columns)
     if "change" in drawn:
         layers.append(_change_layer(x, drawn["change"].columns))
+    if "interval" in drawn:  # over the change rules at the interval's ends
+        layers += interval_labels(x, "anomaly", height, label_at_top=False)
     if "bounds" in drawn:  # on top: a bracket is a few pixels, the curve would hide it
         layers += _bounds_layers(x)
     return layers

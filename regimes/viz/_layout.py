@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import altair as alt
 import polars as pl
@@ -51,22 +51,88 @@ class Panels:
         return self.columns * self.width + (self.columns - 1) * 70
 
 
-def x_encoding(field: str, x: str, *, title: bool = True) -> alt.X:
-    """Encode x on the data's own range (never from 0), following the brush."""
+def x_encoding(
+    field: str, x: str, *, title: bool = True, values: Sequence[float] | None = None
+) -> alt.X:
+    """Encode x on the data's own range (never from 0), following the brush.
+
+    ``values``, when given, are the only ticks (the budgets of a bar chart, so that its
+    ticks read the budgets the bars stand on).
+    """
     return alt.X(
         f"{field}:Q",
         title=style.axis_title(x) if title else None,
         scale=alt.Scale(zero=False, nice=False, domain={"param": BRUSH, "encoding": "x"}),
+        axis=alt.Axis(values=list(values)) if values is not None else alt.Undefined,
     )
 
 
+MAX_TICKS = 12
+"""At most this many ticks on an axis whose ticks are the data's own x values."""
+
+
+def grid_ticks(values: Sequence[float]) -> list[float]:
+    """Pick ticks among the grid's own ``values``: every k-th, at most :data:`MAX_TICKS`.
+
+    Examples
+    --------
+    >>> grid_ticks([64, 128, 192, 256])
+    [64, 128, 192, 256]
+    >>> grid_ticks(list(range(16, 513, 16)))[:4]
+    [16, 64, 112, 160]
+    """
+    ordered = sorted(set(values))
+    step = -(-len(ordered) // MAX_TICKS)
+    return ordered[::step]
+
+
+VALUE_PADDING = 8
+"""Pixels between the data and each end of a value axis, so that a CI band or a point
+at the extreme is drawn whole inside the panel, not flush against (or cut by) its edge."""
+
+
 def value_scale(log_y: bool, zero: bool = False) -> alt.Scale:
-    """Scale y logarithmically or linearly, ending at the data either way.
+    """Scale y logarithmically or linearly, ending near the data either way.
 
     A nice log domain snaps to whole decades and can squash the data into a third of
-    the panel, so the log axis ends at the data.
+    the panel, so the log axis ends :data:`VALUE_PADDING` pixels beyond the data. A
+    linear axis ends at nice ticks, beyond the data already (padding would take it
+    below zero).
     """
-    return alt.Scale(type="log", nice=False) if log_y else alt.Scale(zero=zero, nice=True)
+    if log_y:
+        return alt.Scale(type="log", nice=False, padding=VALUE_PADDING)
+    return alt.Scale(zero=zero, nice=True)
+
+
+LOG_GRID_MANTISSAS = (1, 2, 5)
+"""On a log axis, gridlines are drawn only at 1, 2 and 5 times a power of ten; the
+ticks between them keep their tick marks, without a gridline each."""
+
+_LOG_GRID_TEST = (
+    f"indexof({list(LOG_GRID_MANTISSAS)}, "
+    "round(datum.value / pow(10, floor(log(datum.value) / LN10 + 1e-9)))) >= 0"
+)
+
+
+LABEL_FLUSH = 6
+"""Pixels from an end of a value axis within which a tick's label is drawn flush
+inside the panel: half a label's height, so no label reaches above (or below) it."""
+
+
+def value_axis(log_y: bool, **options: Any) -> alt.Axis:
+    """Return a panel's value axis: end labels flush with the panel, light log gridlines.
+
+    End labels within :data:`LABEL_FLUSH` pixels of the panel's edge are drawn flush
+    inside it, so none reaches above the panel and every panel's header sits at the
+    same height whatever its tick values. On a log axis Vega draws a tick at every
+    integer times a power of ten; a gridline at each of them paints stripes, so only
+    those of :data:`LOG_GRID_MANTISSAS` keep theirs.
+    """
+    settings: dict[str, Any] = {"labelFlush": LABEL_FLUSH}
+    if log_y:
+        settings["gridOpacity"] = alt.condition(_LOG_GRID_TEST, alt.value(1), alt.value(0))
+    settings.update(options)
+    return alt.Axis(**settings)
 
 
 def part(name: str) -> str:
@@ -85,34 +151,64 @@ def interval_tooltip(x: str, what: str) -> list[alt.Tooltip]:
     ]
 
 
+HALO_COLOR = "#ffffff"
+"""The page's background, drawn round an interval's label so that the rules and lines
+it crosses (change points at the interval's ends, on a narrow panel) leave it legible."""
+
+
 def interval_layers(x: str, what: str, height: int, label_at_top: bool) -> list[alt.Chart]:
     """Shaded intervals (full height) with their ratio and CI printed inside.
 
     The label goes where the curve is not: at the foot of the panel for a spike or a
-    step up, at the top for a dip (a speedup collapse).
+    step up, at the top for a dip (a speedup collapse). A chart that draws rules over
+    the shading puts :func:`interval_labels` above them instead.
+    """
+    return [interval_shade(x, what), *interval_labels(x, what, height, label_at_top)]
+
+
+def interval_shade(x: str, what: str) -> alt.Chart:
+    """Shade each interval over the panel's full height."""
+    base = alt.Chart().transform_filter(part("interval"))
+    return base.mark_rect(color=style.ANOMALY_COLOR, opacity=0.13, clip=True).encode(
+        x=x_encoding("x_lo", x), x2="x_hi:Q", tooltip=interval_tooltip(x, what)
+    )
+
+
+def interval_labels(x: str, what: str, height: int, label_at_top: bool) -> list[alt.Chart]:
+    """Print each interval's ``×ratio [CI]`` on a halo of the page's background.
+
+    Two layers: the halo (the label drawn with a wide stroke of :data:`HALO_COLOR`),
+    then the label itself. Drawn last, they stay legible where the label is wider than
+    its interval and crosses the rules at its ends.
     """
     tooltip = interval_tooltip(x, what)
-    base = alt.Chart().transform_filter(part("interval"))
-    shade = base.mark_rect(color=style.ANOMALY_COLOR, opacity=0.13, clip=True).encode(
-        x=x_encoding("x_lo", x), x2="x_hi:Q", tooltip=tooltip
-    )
-    label = base.mark_text(
-        color=style.ANOMALY_COLOR,
-        fontSize=11,
-        fontWeight="bold",
-        baseline="top" if label_at_top else "bottom",
-        align=alt.ExprRef(expr="datum.label_align"),
-        dx=alt.ExprRef(
+    text: dict[str, Any] = {
+        "fontSize": 11,
+        "fontWeight": "bold",
+        "baseline": "top" if label_at_top else "bottom",
+        "align": alt.ExprRef(expr="datum.label_align"),
+        "dx": alt.ExprRef(
             expr="datum.label_align == 'left' ? 3 : datum.label_align == 'right' ? -3 : 0"
         ),
-        clip=True,
-    ).encode(
-        x=x_encoding("label_x", x),
-        y=alt.value(3 if label_at_top else height - 3),
-        text="label:N",
-        tooltip=tooltip,
-    )
-    return [shade, label]
+        "clip": True,
+    }
+    encoding = {
+        "x": x_encoding("label_x", x),
+        "y": alt.value(3 if label_at_top else height - 3),
+        "text": "label:N",
+        "tooltip": tooltip,
+    }
+    base = alt.Chart().transform_filter(part("interval"))
+    halo = base.mark_text(
+        color=HALO_COLOR,
+        stroke=HALO_COLOR,
+        strokeWidth=4,
+        strokeJoin="round",
+        opacity=0.85,
+        **text,
+    ).encode(**encoding)
+    label = base.mark_text(color=style.ANOMALY_COLOR, **text).encode(**encoding)
+    return [halo, label]
 
 
 ZOOM_HINT = "overview: drag across it to zoom the panels above; double-click to reset"
@@ -132,7 +228,34 @@ class Strip:
     log_y: bool
 
 
-def _overview_strip(strip: Strip, x: str, panels: Panels) -> alt.Chart:
+def strip_colour(order: Sequence[str]) -> Any:
+    """Colour the strip's lines by group, named in a legend, when a palette tells them apart.
+
+    One group is one grey line. From two groups to as many as :data:`style.PALETTE`
+    holds, each group has its colour, and the legend under the strip names it by the
+    label its panel carries. More groups stay grey: their tooltips and the group menu
+    tell them apart.
+    """
+    if len(order) < 2 or len(order) > len(style.PALETTE):
+        return alt.value(style.GREY)
+    longest = max(len(label) for label in order)
+    return alt.Color(
+        f"{GROUP_FIELD}:N",
+        title=None,
+        sort=list(order),
+        scale=alt.Scale(domain=list(order), range=list(style.PALETTE[: len(order)])),
+        legend=alt.Legend(
+            orient="bottom",
+            direction="horizontal",
+            columns=1 if longest > 36 else 2,
+            labelLimit=0,
+            symbolType="stroke",
+            symbolStrokeWidth=2,
+        ),
+    )
+
+
+def _overview_strip(strip: Strip, x: str, panels: Panels, order: Sequence[str]) -> alt.Chart:
     """Draw the thin strip that carries the x brush, from the chart's long table."""
     brush = alt.selection_interval(name=BRUSH, encodings=["x"], empty=True)
     hint = alt.TitleParams(
@@ -147,14 +270,15 @@ def _overview_strip(strip: Strip, x: str, panels: Panels) -> alt.Chart:
         alt.Chart(title=hint)
         .transform_filter(part("overview"))
         .transform_filter(_picked())
-        .mark_line(color=style.GREY, strokeWidth=1, opacity=0.8)
+        .mark_line(strokeWidth=1.2, opacity=0.85)
         .encode(
+            color=strip_colour(order),
             x=alt.X(f"{x}:Q", title=style.axis_title(x), scale=alt.Scale(zero=False, nice=False)),
             y=alt.Y(
                 "value:Q",
                 title=strip.title,
                 scale=value_scale(strip.log_y),
-                axis=alt.Axis(tickCount=3, format="~g"),
+                axis=value_axis(strip.log_y, tickCount=3, format="~g"),
             ),
             detail=f"{GROUP_FIELD}:N",
             tooltip=[
@@ -237,8 +361,10 @@ def panels_over_strip(
     grid = _small_multiples(layers, order, panels)
     data = stack_parts({**parts, "overview": strip.lines})
     chart = alt.vconcat(
-        grid, _overview_strip(strip, x, panels), data=inline_data(data), spacing=12
+        grid, _overview_strip(strip, x, panels, order), data=inline_data(data), spacing=12
     ).properties(title=style.title(text.heading, subtitle), description=text.description)
+    # The strip colours its groups; the panels colour their series: two scales.
+    chart = chart.resolve_scale(color="independent", shape="independent", size="independent")
     # Set directly: add_params would try to move the parameter into the subcharts,
     # and a value parameter bound to a menu belongs at the top level.
     lifted = chart.params if isinstance(chart.params, list) else []

@@ -16,6 +16,7 @@ from regimes.viz._layout import (
     Strip,
     panels_over_strip,
     part,
+    value_axis,
     value_scale,
     x_encoding,
 )
@@ -302,7 +303,12 @@ def _y_title(labelled: pl.DataFrame) -> str:
 
 def _layers(parts: dict[str, pl.DataFrame], log_y: bool, y_title: str) -> list[alt.Chart]:
     """Stack the layers, bottom to top, of the parts that have rows."""
-    y = alt.Y("value:Q", scale=value_scale(log_y), title=y_title + (", log scale" if log_y else ""))
+    y = alt.Y(
+        "value:Q",
+        scale=value_scale(log_y),
+        title=y_title + (", log scale" if log_y else ""),
+        axis=value_axis(log_y),
+    )
     group = alt.Tooltip(f"{GROUP_FIELD}:N", title="curve")
     layers = _band_layers(group)
     if "trial" in parts:

@@ -28,6 +28,7 @@ from regimes.viz._layout import (
     interval_layers,
     panels_over_strip,
     part,
+    value_axis,
     value_scale,
     x_encoding,
 )
@@ -146,6 +147,7 @@ def _speedup_parts(
 def _speedup_layers(x: str, columns: Sequence[str], log_y: bool, level: str) -> list[alt.Chart]:
     """CI band, trend, the speedup line with its points, and the no-speedup rule."""
     scale = value_scale(log_y, zero=not log_y)
+    axis = value_axis(log_y)
     title = _Y_TITLE + (", log scale" if log_y else "")
     base = alt.Chart().transform_filter(part("curve"))
     group_tip = alt.Tooltip(f"{GROUP_FIELD}:N", title="group")
@@ -154,7 +156,7 @@ def _speedup_layers(x: str, columns: Sequence[str], log_y: bool, level: str) -> 
         .mark_area(color=style.MEDIAN_COLOR, opacity=0.2, clip=True)
         .encode(
             x=x_encoding(x, x),
-            y=alt.Y("ci_low:Q", scale=scale, title=title),
+            y=alt.Y("ci_low:Q", scale=scale, title=title, axis=axis),
             y2="ci_high:Q",
             tooltip=[group_tip, alt.Tooltip("what:N", title="band")],
         )
@@ -165,7 +167,7 @@ def _speedup_layers(x: str, columns: Sequence[str], log_y: bool, level: str) -> 
             .mark_line(color=style.TREND_COLOR, strokeDash=[6, 4], clip=True)
             .encode(
                 x=x_encoding(x, x),
-                y=alt.Y("trend:Q", scale=scale, title=title),
+                y=alt.Y("trend:Q", scale=scale, title=title, axis=axis),
                 tooltip=[group_tip, alt.Tooltip("what:N", title="line")],
             )
         )
@@ -175,7 +177,9 @@ def _speedup_layers(x: str, columns: Sequence[str], log_y: bool, level: str) -> 
         base.mark_line(
             color=style.MEDIAN_COLOR, clip=True, point=alt.OverlayMarkDef(size=18, filled=True)
         ).encode(
-            x=x_encoding(x, x), y=alt.Y("speedup:Q", scale=scale, title=title), tooltip=tooltip
+            x=x_encoding(x, x),
+            y=alt.Y("speedup:Q", scale=scale, title=title, axis=axis),
+            tooltip=tooltip,
         )
     )
     layers.append(_no_speedup_rule())

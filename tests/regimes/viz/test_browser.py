@@ -495,3 +495,135 @@ def test_labels_holding_markup_still_render_every_chart(chromium, tmp_path, scre
     page = report.write(tmp_path / "report.html")
     seen = open_report(chromium, page, tmp_path / "profile", screenshots, LAPTOP)
     _assert_drawn(seen, [key for key, _ in report.figures()])
+
+
+# --------------------------------------------------------------------------- chart details
+
+_DETAILS = """
+(function () {
+  function visible(node) {
+    var op = node.getAttribute('opacity'), sop = node.getAttribute('stroke-opacity');
+    return !(op !== null && +op === 0) && !(sop !== null && +sop === 0);
+  }
+  return Array.from(document.querySelectorAll('.chart')).map(function (el) {
+    var key = el.dataset.chart, svg = el.querySelector('svg.marks');
+    // Facet headers: title texts of the panels (the chart's own title has a subtitle).
+    var heads = Array.from(svg.querySelectorAll('.role-title-text')).map(function (t) {
+      var b = t.getBoundingClientRect();
+      return {text: t.textContent, top: b.top, bottom: b.bottom};
+    });
+    // Horizontal gridlines of each panel that are drawn, by their y.
+    var grids = Array.from(svg.querySelectorAll('.role-axis-grid')).map(function (g) {
+      return Array.from(g.querySelectorAll('line')).filter(function (l) {
+        return +(l.getAttribute('x2') || 0) !== 0 && visible(l);
+      }).map(function (l) { return l.getBoundingClientRect().top; });
+    }).filter(function (ys) { return ys.length; });
+    var xLabels = Array.from(svg.querySelectorAll('.role-axis-label')).map(function (g) {
+      return Array.from(g.querySelectorAll('text')).map(function (t) { return t.textContent; });
+    });
+    var rects = Array.from(svg.querySelectorAll('.role-mark path, .role-mark rect'))
+      .filter(function (p) { return (p.getAttribute('fill') || '').toLowerCase() === '#cc79a7'; })
+      .map(function (p) { return p.getBoundingClientRect().height; });
+    // Every interval label, and whether a change-point rule crossing it is drawn over it.
+    var rules = Array.from(svg.querySelectorAll('.role-mark line')).filter(function (l) {
+      return (l.getAttribute('stroke') || '').toLowerCase() === '#e69f00';
+    });
+    var labels = Array.from(svg.querySelectorAll('.role-mark text')).filter(function (t) {
+      return t.textContent.indexOf('\\u00d7') === 0 && (t.getAttribute('fill') || '') !== '#ffffff';
+    }).map(function (t) {
+      t.scrollIntoView({block: 'center'});
+      var b = t.getBoundingClientRect(), crossings = [];
+      rules.forEach(function (r) {
+        var rb = r.getBoundingClientRect(), x = rb.left + rb.width / 2;
+        if (x > b.left + 1 && x < b.right - 1 && rb.top <= b.top && rb.bottom >= b.bottom) {
+          var top = document.elementFromPoint(x, b.top + b.height / 2);
+          crossings.push(top ? top.tagName.toLowerCase() : null);
+        }
+      });
+      return {text: t.textContent, crossings: crossings};
+    });
+    // The overview strip: the panel that holds the brush.
+    var brush = svg.querySelector('.zoom_x_brush_bg');
+    var strip = brush ? brush.closest('g.mark-group') : null;
+    var strokes = strip ? Array.from(strip.querySelectorAll('.mark-line path')).map(
+      function (p) { return (p.getAttribute('stroke') || '').toLowerCase(); }) : [];
+    var legends = Array.from(svg.querySelectorAll('.role-legend-label')).map(function (t) {
+      return t.textContent;
+    });
+    return {key: key, heads: heads, grids: grids, x_labels: xLabels, prefill: rects,
+            labels: labels, strip_strokes: strokes, legends: legends};
+  });
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def instrumented_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of the committed instrumented H200 run: prefill ~10 ms, decode seconds."""
+    from regimes.analysis import analyze
+    from regimes.viz.html import build_report
+
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cuda-h200-instrumented"
+    report = build_report(analyze(run, n_boot=200))
+    return report.write(tmp_path_factory.mktemp("instrumented") / "report.html")
+
+
+def _details(chromium: str, page: Path, profile: Path, size: tuple[int, int]) -> dict[str, Any]:
+    seen = open_report(
+        chromium,
+        page,
+        profile,
+        profile.parent,
+        size,
+        interact=lambda tools, session: tools.evaluate(session, _DETAILS),
+    )
+    assert _problems(seen["events"]) == []
+    return {chart["key"]: chart for chart in seen["interaction"]}
+
+
+def _rows(heads: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Headers side by side: within 20 px of each other's top."""
+    rows: list[list[dict[str, Any]]] = []
+    for head in sorted(heads, key=lambda h: h["top"]):
+        if rows and abs(head["top"] - rows[-1][0]["top"]) < 20:
+            rows[-1].append(head)
+        else:
+            rows.append([head])
+    return rows
+
+
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1366px", "390px"])
+def test_panel_headers_gridlines_and_labels_read_cleanly(
+    chromium, report_page, instrumented_page, tmp_path, size
+):
+    """Headers of a row at one height; log axes without stripes; labels over the rules."""
+    for name, page in (("synthetic", report_page[0]), ("instrumented", instrumented_page)):
+        charts = _details(chromium, page, tmp_path / f"profile-{name}", size)
+        for key in ("latency", "phases", "speedup"):
+            for row in _rows(charts[key]["heads"]):
+                bottoms = [round(h["bottom"], 1) for h in row]
+                # within a pixel: the stroke of a tick at a panel's top edge
+                assert max(bottoms) - min(bottoms) <= 1.0, (name, key, size, row)
+            for ys in charts[key]["grids"]:
+                gaps = [b - a for a, b in zip(sorted(ys), sorted(ys)[1:], strict=False)]
+                assert not gaps or min(gaps) >= 6, (name, key, size, sorted(ys))
+        crossings = [c for label in charts["latency"]["labels"] for c in label["crossings"]]
+        assert all(c == "text" for c in crossings), (name, size, charts["latency"]["labels"])
+        if name == "synthetic" and size == PHONE:
+            assert crossings, "the narrow panel's label crosses no rule: nothing was checked"
+
+
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1366px", "390px"])
+def test_phase_bars_show_the_prefill_on_the_budgets_and_the_strip_names_its_groups(
+    chromium, instrumented_page, tmp_path, size
+):
+    charts = _details(chromium, instrumented_page, tmp_path / "profile", size)
+    phases = charts["phases"]
+    assert len(phases["prefill"]) == 16 and min(phases["prefill"]) >= 3, phases["prefill"]
+    budgets = {str(b) for b in range(64, 513, 64)}
+    # The panels' x axes start at the first budget; the overview strip's at a round one.
+    panels = [set(labels) for labels in phases["x_labels"] if "64" in labels]
+    assert panels and all(labels == budgets for labels in panels), phases["x_labels"]
+    latency = charts["latency"]
+    assert len(set(latency["strip_strokes"])) == 2, latency["strip_strokes"]
+    assert {"cache off", "cache on"} <= set(latency["legends"]), latency["legends"]

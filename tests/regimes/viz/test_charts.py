@@ -30,7 +30,8 @@ from regimes.viz import _style, result_chart
 from regimes.viz._frames import sig3
 from regimes.viz._layout import BRUSH, GROUP_PICK
 
-OKABE_ITO = {c.lower() for c in _style.PALETTE} | {"#000000", "#666666", "black"}
+# and the page's white, the halo round a label
+OKABE_ITO = {c.lower() for c in _style.PALETTE} | {"#000000", "#666666", "black", "#ffffff"}
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +104,8 @@ def colours(spec: Any) -> set[str]:
     found: set[str] = set()
     if isinstance(spec, dict):
         for key, value in spec.items():
+            if key == "resolve":  # scale resolutions, not colours ("color": "independent")
+                continue
             if key in ("color", "fill", "stroke") and isinstance(value, str):
                 found.add(value.lower())
             elif key == "range" and isinstance(value, list):
@@ -165,8 +168,10 @@ def test_latency_chart_draws_every_part(report, trials):
     assert len(grid(spec)["facet"]["sort"]) == report.groups.height
     assert grid(spec)["resolve"]["scale"]["y"] == "independent"
     marks = [u["mark"]["type"] for u in grid(spec)["spec"]["layer"]]
-    # shade + label, trials, CI band, median and trend lines, median points, change rules
-    assert marks[:3] == ["rect", "text", "circle"] and "area" in marks and "rule" in marks
+    # shade, trials, CI band, median and trend lines, median points, change rules, then
+    # the interval's label (on its halo) over the rules
+    assert marks[:3] == ["rect", "circle", "area"] and "rule" in marks
+    assert marks.index("text") > marks.index("rule")
 
 
 def test_anomaly_is_shaded_over_its_budgets_and_labelled(report, synthetic_run, tmp_path):
@@ -397,7 +402,8 @@ def test_backend_memory_and_alignment_charts(two_backend_trials):
 
 
 def test_phase_chart_stacks_decode_on_prefill(trials):
-    data = chart_data(plot.phase_chart(trials).to_dict()).filter(pl.col("part") == "bar")
+    spec = plot.phase_chart(trials, log_y=False).to_dict()  # linear: the stacked bars
+    data = chart_data(spec).filter(pl.col("part") == "bar")
     wide = data.pivot(on="phase", index=["group", "budget"], values=["y0", "y1"])
     assert wide.height == trials.select("model", "use_cache", "budget").n_unique()
     assert (wide["y0_prefill"] == 0).all()
