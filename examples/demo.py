@@ -7,10 +7,12 @@ Run it with ``make demo`` (which sets up ``.venv`` first) or ``python examples/d
 2. Collects a small real sweep of the ``tiny-gpt2`` preset (random weights, no
    download) on this machine's best backend (mps on an Apple-silicon Mac, cuda on a GPU
    box, else cpu), cache on and off, with prefill and every decode step timed
-   (``examples/sweeps/demo-injected.toml``). The collector slows one interval of
-   budgets down by a known factor (the spec's ``inject`` key), so the run holds a
-   regime whose truth is known; ``meta.json`` marks it synthetic. The sweep stops after
-   :data:`MAX_SECONDS` of measuring, on a busy machine too, and a rerun resumes it.
+   (``examples/sweeps/demo-injected.toml``), with one CPU thread unless
+   ``OMP_NUM_THREADS`` says otherwise (:data:`THREAD_VARIABLES`). The collector slows
+   one interval of budgets down by a known factor (the spec's ``inject`` key), so the
+   run holds a regime whose truth is known; ``meta.json`` marks it synthetic. The sweep
+   stops after :data:`MAX_SECONDS` of measuring, on a busy machine too, and a rerun
+   resumes it.
 3. Finds the regime and explains it: where it starts and ends, its ratio over the
    smooth trend with a CI, the phase that carries it, whether memory explains it; beside
    it, two committed real NVIDIA H200 runs (``examples/data/``), where nothing departs
@@ -22,20 +24,38 @@ Run it with ``make demo`` (which sets up ``.venv`` first) or ``python examples/d
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from regimes.errors import RegimesInputError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED_RUNS = {
     "NVIDIA H200 (gpt2, committed)": "cuda-h200-gpt2",
     "NVIDIA H200 (gpt2, instrumented, committed)": "cuda-h200-instrumented",
 }
+MINE = "this machine (tiny-gpt2, injected slowdown)"
 SPEC = ROOT / "examples" / "sweeps" / "demo-injected.toml"
 """The sweep: 12 budgets x cache on/off x 3 trials x 2 sessions, 144 measured trials."""
 MAX_SECONDS = 120.0
 """The longest the sweep measures; well under a minute on a quiet 2-core CPU."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Set to 1 unless already set: with several threads every step waits for the slowest,
+and a thread that other work takes the core from stalls the whole step, so a busy
+machine spreads each cell over tens of times its latency."""
+
+
+def pin_threads() -> str:
+    """Time with one CPU thread unless the caller chose otherwise; return the setting.
+
+    Must run before torch is imported (``collect`` imports it).
+    """
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
+    return os.environ[THREAD_VARIABLES[0]]
 
 
 def demo_spec(backend: str) -> dict:
@@ -70,7 +90,8 @@ def collect(out: Path) -> Path:
     available = available_backends()
     backend = next(name for name in ("mps", "cuda", "cpu") if name in available)
     run_dir = out / "runs" / f"{backend}-tiny-gpt2-injected"
-    print("[1/4] how quiet is this machine?")
+    threads = pin_threads()
+    print(f"[1/4] how quiet is this machine? (timing with OMP_NUM_THREADS={threads})")
     state = machine_state()
     print_hygiene(state["warnings"], "before the sweep")
     raw = demo_spec(backend)
@@ -127,13 +148,22 @@ def main(argv: list[str] | None = None) -> int:
 
     run_dir = collect(args.out)
     print("[3/4] analysing the fresh run and the committed H200 runs")
-    reports = {"this machine (tiny-gpt2, injected slowdown)": analyse(run_dir, args.out, "report")}
+    reports: dict[str, tuple[Path, list[str]]] = {}
+    try:
+        reports[MINE] = analyse(run_dir, args.out, "report")
+    except RegimesInputError as error:  # a busy machine measured too little in time
+        print(f"      report: not yet: {error}")
     for label, name in COMMITTED_RUNS.items():
         reports[label] = analyse(ROOT / "examples" / "data" / name, args.out, name)
 
     print("[4/4] findings")
     start, stop, factor = injected(demo_spec("cpu"))
     print(f"  the truth on this machine: {factor:g}x injected at budgets {start}..{stop}")
+    if MINE not in reports:
+        print(
+            f"  {MINE}: too few trials measured in {MAX_SECONDS:.0f} s to analyse (the "
+            "machine is busy: see the warnings); run the demo again and it measures the rest"
+        )
     for label, (_, lines) in reports.items():
         print(f"  {label}:")
         for line in lines:
@@ -146,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     for label, (html, _) in reports.items():
         print(f"  report, {label}: {html}")
     print(f"  PNG charts: {args.out / 'png'}")
-    print(f"open {args.out / 'report.html'} in a browser (it works offline)")
+    first = next(iter(reports.values()), None)
+    if first is not None:
+        print(f"open {first[0]} in a browser (it works offline)")
     return 0
 
 

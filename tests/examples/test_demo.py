@@ -50,6 +50,8 @@ def test_the_demo_prints_the_hygiene_warnings_and_where_the_results_went(
 ):
     import collectors.hygiene
 
+    for name in demo.THREAD_VARIABLES:  # restored after the test, whatever the demo sets
+        monkeypatch.delenv(name, raising=False)
     busy = "load average 9.0 over 2 CPU(s) in the last minute: other work competes for the CPU"
     state = {
         **collectors.hygiene.machine_state(sample_s=0.0),
@@ -65,6 +67,8 @@ def test_the_demo_prints_the_hygiene_warnings_and_where_the_results_went(
     assert demo.main(["-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
 
+    assert all(os.environ[name] == "1" for name in demo.THREAD_VARIABLES)
+    assert "timing with OMP_NUM_THREADS=1" in out
     assert f"warning (before the sweep): {busy}" in out
     assert f"warning (in meta.json): {busy}" in out  # read back from the run
     run_dir = tmp_path / "runs" / "cpu-tiny-gpt2-injected"
@@ -76,6 +80,28 @@ def test_the_demo_prints_the_hygiene_warnings_and_where_the_results_went(
     assert report.is_file()
     assert f"report, this machine (tiny-gpt2, injected slowdown): {report}" in out
     assert list((tmp_path / "png" / "report").glob("*.png"))
+
+
+def test_the_demo_times_with_one_thread_unless_told_otherwise(demo, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    assert demo.pin_threads() == "4"
+    assert os.environ["MKL_NUM_THREADS"] == "1"
+
+
+def test_a_run_too_short_to_analyse_asks_for_a_rerun(demo, monkeypatch, tmp_path, capsys):
+    small = demo.demo_spec("cpu")
+    small.update(use_cache=[True], budgets=[16, 48, 64], trials=1, sessions=1, warmup=0)
+    monkeypatch.setattr(demo, "demo_spec", lambda backend: {**small, "backends": [backend]})
+    monkeypatch.setattr(demo, "COMMITTED_RUNS", {"H200": "cuda-h200-instrumented"})
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+
+    assert demo.main(["-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "too few trials measured" in out and "run the demo again" in out
+    assert f"open {tmp_path / 'cuda-h200-instrumented.html'}" in out
+    assert not (tmp_path / "report.html").exists()
 
 
 @pytest.mark.slow
