@@ -278,7 +278,11 @@ def _overview_strip(strip: Strip, x: str, panels: Panels, order: Sequence[str]) 
                 "value:Q",
                 title=strip.title,
                 scale=value_scale(strip.log_y),
-                axis=value_axis(strip.log_y, tickCount=3, format="~g"),
+                # "~g" keeps a log axis's labels short; on a linear one it would print
+                # 40 as "4e+1" (Vega sets its precision from the ticks' step)
+                axis=value_axis(
+                    strip.log_y, tickCount=3, **({"format": "~g"} if strip.log_y else {})
+                ),
             ),
             detail=f"{GROUP_FIELD}:N",
             tooltip=[

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import threading
@@ -607,6 +608,9 @@ def test_panel_headers_gridlines_and_labels_read_cleanly(
             for ys in charts[key]["grids"]:
                 gaps = [b - a for a, b in zip(sorted(ys), sorted(ys)[1:], strict=False)]
                 assert not gaps or min(gaps) >= 6, (name, key, size, sorted(ys))
+        for key, chart in charts.items():  # no axis reads 40 as "4e+1"
+            exponents = [t for axis in chart["x_labels"] for t in axis if re.search(r"e[+-]", t)]
+            assert not exponents, (name, key, size, exponents)
         crossings = [c for label in charts["latency"]["labels"] for c in label["crossings"]]
         assert all(c == "text" for c in crossings), (name, size, charts["latency"]["labels"])
         if name == "synthetic" and size == PHONE:
