@@ -208,8 +208,10 @@ def _sensitivity_lines(regimes: Any, x: str, group_columns: list[str]) -> list[s
 
 def _ratio_text(ratio: float | None) -> str:
     """Round a detectable ratio up to two significant digits: 1.326 reads ``1.4``."""
-    if ratio is None or not math.isfinite(ratio):
+    if ratio is None or math.isnan(ratio):
         return "any"
+    if math.isinf(ratio):  # no height up to the simulated ladder's top was found often enough
+        return "over 10"
     digits = 1 - math.floor(math.log10(abs(ratio)))
     scaled = math.ceil(round(ratio * 10**digits, 9)) / 10**digits
     return f"{scaled:.{max(digits, 0)}f}"
