@@ -17,10 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("regimes", "collectors")
 MAX_CODE_LINES = 60
 MAX_FILE_LINES = 600
-WIRING = "regimes/cli/"
-"""The one place in ``regimes`` that may import ``collectors``: the command line builds
-the collectors' prober and passes it to the library (inside a handler, so that
-``regimes --help`` and the analysis commands never import torch)."""
 
 
 def _docstring_lines(node: ast.AST) -> range:
@@ -236,15 +232,15 @@ def test_no_import_cycle_among_the_modules_of_either_package():
     assert not described, "import cycles: " + " | ".join(described)
 
 
-def test_the_statistics_import_the_collectors_only_where_the_command_line_wires_them():
+def test_the_statistics_never_import_the_collectors():
     graph, modules = _import_graph(), _modules()
     offenders = []
     for name, targets in graph.items():
         if not name.startswith("regimes"):
             continue
         path = modules[name][0].relative_to(ROOT).as_posix()
-        for target, (line, lazy) in targets.items():
-            if target.split(".")[0] == "collectors" and not (path.startswith(WIRING) and lazy):
+        for target, (line, _) in targets.items():
+            if target.split(".")[0] == "collectors":
                 offenders.append(f"{path}:{line} imports {target}")
     assert not offenders, offenders
 
@@ -252,5 +248,5 @@ def test_the_statistics_import_the_collectors_only_where_the_command_line_wires_
 def test_the_import_graph_sees_lazy_imports_and_cycles():
     """The checks above would pass vacuously on a graph that missed function imports."""
     graph = _import_graph()
-    assert graph["regimes.cli.refine"]["collectors.refine"][1]  # inside the handler
+    assert graph["collectors.refine_command"]["collectors.refine"][1]  # inside a method
     assert _cycles({"a": {"b": (1, False)}, "b": {"a": (1, True)}, "c": {}}) == [["a", "b"]]

@@ -1,10 +1,11 @@
 """The ``regimes`` command: one subcommand per module, errors as one line.
 
-Each subcommand's module exports ``register(subparsers)``: ``analyze``, ``report``,
-``compare`` and ``refine`` live here (:mod:`regimes.cli.analyze`,
-:mod:`regimes.cli.report`, :mod:`regimes.cli.compare`, :mod:`regimes.cli.refine`),
-``collect`` with the code it drives (:mod:`collectors.cli`,
-which imports torch only when it runs). Modules are imported when the parser is built,
+Each subcommand's module exports ``register(subparsers)``: ``analyze``, ``report`` and
+``compare`` live here (:mod:`regimes.cli.analyze`, :mod:`regimes.cli.report`,
+:mod:`regimes.cli.compare`); ``collect`` with the code it drives (:mod:`collectors.cli`),
+and ``refine``, built here (:mod:`regimes.cli.refine`), is registered by the collectors
+with their prober (:mod:`collectors.refine_command`); both import torch only when they
+measure. Modules are imported when the parser is built,
 so ``import regimes`` stays light.
 
 Whatever the user can fix ends as one line on stderr and exit status 2: a
@@ -43,7 +44,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "regimes.cli.analyze",
     "report": "regimes.cli.report",
     "compare": "regimes.cli.compare",
-    "refine": "regimes.cli.refine",
+    "refine": "collectors.refine_command",
 }
 """Each subcommand and the module whose ``register`` adds it (in ``--help`` order)."""
 

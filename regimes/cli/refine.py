@@ -5,12 +5,10 @@ each bracket in fresh sessions of the run's own spec, appending the new trials t
 run (:func:`regimes.refine_boundaries`). Rerunning continues from what is on disk.
 ``--format json`` prints one object per boundary.
 
-The command line is where the two packages are wired together: the library takes its
-prober as an argument and never imports :mod:`collectors`; this command passes the
-collectors' (:func:`collectors.refine.run_prober`), built at its first probe, so a run
-that is fully refined, or ``--max-generations 0``, reads back without torch. It is the
-one module of :mod:`regimes` that imports :mod:`collectors` (``tests/test_code_shape.py``
-holds it to that).
+The library takes its prober as an argument and never imports :mod:`collectors`;
+:func:`register` takes a factory of probers, and the collectors register the command
+with theirs (:mod:`collectors.refine_command`), so ``regimes`` holds no measurement code
+and ``tests/test_code_shape.py`` holds it to that.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from regimes.cli._options import (
     probability,
     whole_number,
 )
-from regimes.errors import RegimesInputError
 
 __all__ = ["register", "run_refine"]
 
@@ -37,8 +35,12 @@ EXIT_INTERRUPTED = 130
 """128 + SIGINT, the shell convention (as ``regimes collect``)."""
 
 
-def register(subparsers: Any) -> None:
-    """Add ``refine`` to the ``regimes`` command's subparsers."""
+def register(subparsers: Any, prober: Callable[[Path], Any] | None = None) -> None:
+    """Add ``refine`` to the ``regimes`` command's subparsers.
+
+    ``prober(run)`` builds the prober that measures a run's probes; without one, a run
+    that still needs probing is refused and only what is on disk is read back.
+    """
     parser = subparsers.add_parser(
         "refine",
         help="bracket each regime boundary to the exact token by probing",
@@ -82,7 +84,7 @@ def register(subparsers: Any) -> None:
     )
     # the grid detection's options; refine_boundaries groups by the case columns itself
     add_detection_options(parser, run=False, axes=False, leave_out=("by", "direction"))
-    parser.set_defaults(handler=run_refine)
+    parser.set_defaults(handler=run_refine, prober=prober)
 
 
 def run_refine(args: argparse.Namespace) -> int:
@@ -92,7 +94,7 @@ def run_refine(args: argparse.Namespace) -> int:
     try:
         result = refine_boundaries(
             args.run,
-            probe=_RunProber(args.run) if args.run.is_dir() else None,
+            probe=args.prober(args.run) if args.prober and args.run.is_dir() else None,
             resolution=args.resolution,
             max_generations=args.max_generations,
             max_seconds=args.max_seconds,
@@ -117,37 +119,3 @@ def run_refine(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
     return 0
-
-
-class _RunProber:
-    """The run's own prober, :func:`collectors.refine.run_prober`, built at first use.
-
-    Building it imports the collectors (torch and transformers); a refinement that
-    probes nothing never does.
-    """
-
-    def __init__(self, run: Path):
-        self.run = run
-        self._prober: Any = None
-
-    def _built(self) -> Any:
-        if self._prober is None:
-            try:
-                from collectors.refine import run_prober
-            except ImportError as exc:
-                raise RegimesInputError(
-                    f"probing a run needs the collectors and torch ({exc}); install them "
-                    "with pip install 'regimes[collect]', or pass --max-generations 0 to "
-                    "read back the probes on disk"
-                ) from None
-            self._prober = run_prober(self.run)
-        return self._prober
-
-    @property
-    def warmup(self) -> int:
-        """Warm-ups per case and fresh session, as the run's spec says."""
-        return int(self._built().warmup)
-
-    def __call__(self, requests: Any) -> Any:
-        """Measure one round's requests into the run; return the rows added."""
-        return self._built()(requests)
