@@ -64,7 +64,6 @@ __all__ = [
     "candidate_intervals",
     "difference_scale",
     "fit_rows",
-    "interval_precision",
     "selection_threshold",
 ]
 
@@ -375,15 +374,3 @@ def fit_rows(levels: np.ndarray, sm: Smoother, h: float, kmax: int) -> RowFit:
         _fit_one(levels[i : i + chunk], grids, h, kmax) for i in range(0, levels.shape[0], chunk)
     ]
     return RowFit(*(np.concatenate(field) for field in zip(*parts, strict=True)))
-
-
-def interval_precision(sm: Smoother, which: int, start: int, end: int) -> tuple[float, float]:
-    """``z'Az`` and ``z'A^2 z`` of the interval ``[start, end]`` under smoother ``which``.
-
-    The standard error of a lone regime there is ``sigma * sqrt(z'A^2 z) / z'Az``.
-    """
-    a = sm.residual[which]
-    z = np.zeros(sm.size)
-    z[start : end + 1] = 1.0
-    az = a @ z
-    return float(z @ az), float(az @ az)
