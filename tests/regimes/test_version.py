@@ -31,7 +31,8 @@ def test_the_package_reports_the_declared_version():
 
 def test_a_source_tree_never_installed_reads_its_pyproject(monkeypatch):
     _not_installed(monkeypatch)
-    assert _version.project_version() == DECLARED
+    # the tree's own file, named: an installed copy (the floors' venv) sits beside none
+    assert _version.project_version(PYPROJECT) == DECLARED
 
 
 def test_without_metadata_or_a_regimes_pyproject_the_version_says_unknown(monkeypatch, tmp_path):
