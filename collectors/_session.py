@@ -45,7 +45,15 @@ from ._state import RunState, case_dict, error_row
 from .backends import Backend, get_backend, rss_bytes
 from .spec import Case, SweepSpec
 
-__all__ = ["DEADLINE", "EXIT_CODES", "SessionOutcome", "host_name", "process_id", "run_session"]
+__all__ = [
+    "DEADLINE",
+    "EXIT_CODES",
+    "SessionOutcome",
+    "drive",
+    "host_name",
+    "process_id",
+    "run_session",
+]
 
 EXIT_CODES: dict[str, int] = {"complete": 0, "failed": 1, "incomplete": 3, "interrupted": 130}
 """Process exit status for each final sweep status (130 = 128 + SIGINT, the shell convention)."""
@@ -91,7 +99,13 @@ class SessionOutcome:
 
 
 class _SessionRun:
-    """Runs one session's plan; holds what the trials share (backends, prompts, order)."""
+    """Runs one session's plan; holds what the trials share (backends, prompts, order).
+
+    Subclasses (an endpoint's runner) replace :meth:`load` and :meth:`generate`; an
+    exception in :attr:`fatal` stops the session instead of failing a case.
+    """
+
+    fatal: tuple[type[BaseException], ...] = ()
 
     def __init__(
         self,
@@ -168,16 +182,10 @@ class _SessionRun:
         )
         backend: Backend | None = None
         try:
-            backend = self.backend(backend_name)
-            loaded = models.load_model(
-                model_name,
-                dtype=dtype,
-                device=backend,
-                weights=self.spec.weights,
-                seed=self.spec.seed,
-                label=model_name,
-                attn_implementation=attn,
-            )
+            backend = self.group_backend(backend_name)
+            loaded = self.load(load_key, backend)
+        except self.fatal:
+            raise
         except Exception as exc:
             cases = [c for c, n in self.remaining.items() if n and c.load_key == load_key]
             self.record_errors(cases, exc, sum(self.remaining[c] for c in cases))
@@ -189,6 +197,23 @@ class _SessionRun:
             del loaded
             self.release(backend)
 
+    def group_backend(self, name: str) -> Backend | None:
+        """Return the backend a group's generations run on."""
+        return self.backend(name)
+
+    def load(self, load_key: tuple[Any, ...], backend: Any) -> Any:
+        """Load what the group's generations run on (the model, on ``backend``)."""
+        model_name, _, dtype, attn = load_key
+        return models.load_model(
+            model_name,
+            dtype=dtype,
+            device=backend,
+            weights=self.spec.weights,
+            seed=self.spec.seed,
+            label=model_name,
+            attn_implementation=attn,
+        )
+
     @staticmethod
     def release(backend: Backend | None) -> None:
         """Free what a model or a failed generation left (it must not crowd the next)."""
@@ -196,9 +221,7 @@ class _SessionRun:
         if backend is not None:
             backend.empty_cache()
 
-    def run_trials(
-        self, loaded: models.LoadedModel, backend: Backend, items: Iterable[ScheduledTrial]
-    ) -> bool:
+    def run_trials(self, loaded: Any, backend: Any, items: Iterable[ScheduledTrial]) -> bool:
         prompts: dict[int, Any] = {}
         failed: set[Case] = set()
         remaining = self.remaining
@@ -225,12 +248,12 @@ class _SessionRun:
 
     def measure(
         self,
-        loaded: models.LoadedModel,
-        backend: Backend,
+        loaded: Any,
+        backend: Any,
         prompts: dict[int, Any],
         item: ScheduledTrial,
         remaining: int,
-    ) -> tuple[engines.TrialTiming, dict[str, Any]] | None:
+    ) -> tuple[Any, dict[str, Any]] | None:
         """Run one generation; on failure record it (``remaining`` trials skipped).
 
         Returns the timing and what the row records besides it: memory counters and
@@ -247,26 +270,34 @@ class _SessionRun:
             }
         )
         try:
-            if case.prompt_tokens not in prompts:
-                prompts[case.prompt_tokens] = models.make_prompt(
-                    case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed
-                )
-            with allowed_sdpa_backends(self.spec.sdpa_backends):
-                sdpa = ",".join(enabled_sdpa_backends())
-                timing = engines.run_generation(
-                    loaded,
-                    backend,
-                    prompts[case.prompt_tokens],
-                    budget=case.budget,
-                    use_cache=case.use_cache,
-                    engine=self.spec.engine,
-                    instrument=self.spec.instrument,
-                    slowdown=self.injected_factor(case) or 1.0,
-                )
-            return timing, {**backend.memory(), "sdpa_backends": sdpa}
+            return self.generate(loaded, backend, prompts, case)
+        except self.fatal:
+            raise
         except Exception as exc:
             self.record_errors([case], exc, remaining)
         return None
+
+    def generate(
+        self, loaded: Any, backend: Any, prompts: dict[int, Any], case: Case
+    ) -> tuple[Any, dict[str, Any]]:
+        """Run one generation of ``case``; return its timing and what the row adds."""
+        if case.prompt_tokens not in prompts:
+            prompts[case.prompt_tokens] = models.make_prompt(
+                case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed
+            )
+        with allowed_sdpa_backends(self.spec.sdpa_backends):
+            sdpa = ",".join(enabled_sdpa_backends())
+            timing = engines.run_generation(
+                loaded,
+                backend,
+                prompts[case.prompt_tokens],
+                budget=case.budget,
+                use_cache=case.use_cache,
+                engine=self.spec.engine,
+                instrument=self.spec.instrument,
+                slowdown=self.injected_factor(case) or 1.0,
+            )
+        return timing, {**backend.memory(), "sdpa_backends": sdpa}
 
     def injected_factor(self, case: Case) -> float | None:
         """Return the slowdown injected into ``case`` (``None`` in a run without one)."""
@@ -276,8 +307,8 @@ class _SessionRun:
     def trial_row(
         self,
         item: ScheduledTrial,
-        loaded: models.LoadedModel,
-        timing: engines.TrialTiming,
+        loaded: Any,
+        timing: Any,
         observed: dict[str, Any],
     ) -> dict[str, Any]:
         return {
@@ -318,8 +349,8 @@ class _SessionRun:
     def write_trial(
         self,
         item: ScheduledTrial,
-        loaded: models.LoadedModel,
-        timing: engines.TrialTiming,
+        loaded: Any,
+        timing: Any,
         observed: dict[str, Any],
     ) -> None:
         row = self.trial_row(item, loaded, timing, observed)
@@ -369,10 +400,16 @@ def run_session(
     after the last complete part is on disk.
     """
     state = RunState.read(writer)
-    plan = iter_plan(spec, session, state)
     guard = interrupts or Interrupts()
     runner = _SessionRun(spec, writer, session, state, emit or ignore, should_stop, guard)
-    if interrupts is not None:
+    return drive(runner, iter_plan(spec, session, state), own_interrupts=interrupts is None)
+
+
+def drive(
+    runner: _SessionRun, plan: Iterable[ScheduledTrial], *, own_interrupts: bool
+) -> SessionOutcome:
+    """Run ``plan`` with ``runner``, inside its interrupt guard when the call owns it."""
+    if not own_interrupts:
         return runner.run(plan)
-    with guard:
+    with runner.interrupts:
         return runner.run(plan)
