@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 LOCK   := constraints/lock.txt
 # torch is pinned to the CPU build that the lock names; the lock pins everything else.
 TORCH  := torch==2.13.0
-EXTRAS := collect,fleet,test,docs,lint,notebook
+EXTRAS := collect,fleet,serve,serve-test,test,docs,lint,notebook
 
 FLOORS_VENV := build/floors-venv
 LOCK_VENV   := build/lock-venv

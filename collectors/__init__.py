@@ -38,6 +38,8 @@ _EXPORTS: dict[str, str] = {
     "TrialTiming": "engines",
     "run_generation": "engines",
     "environment_metadata": "environment",
+    "Endpoint": "endpoint._config",
+    "EndpointError": "endpoint._client",
     "Injection": "spec",
     "SpecError": "spec",
     "SweepSpec": "spec",

@@ -49,6 +49,8 @@ class Progress:
             self.bar.update(1)
         elif kind == "skip":
             self.retotal(self.total - int(event["n"]))
+        elif kind == "note":
+            self.write(f"collect: session {event['session']}: {event['message']}")
         elif kind == "error":
             self.counts["errors"] += 1
             case = Case(**event["case"])

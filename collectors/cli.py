@@ -165,6 +165,8 @@ def _collect(args: argparse.Namespace) -> int:
         )
         return 2
     spec = SweepSpec.from_toml(args.spec, check_available=args.cluster is None)
+    if spec.endpoint is not None and not _has_serve_extra():
+        return 2
     run_dir = _run_dir(args)
     check_run_dir(spec, run_dir)  # a directory it cannot use is refused before any output
     resume = _resume_command(args, run_dir)
@@ -182,6 +184,21 @@ def _collect(args: argparse.Namespace) -> int:
     if result.status != "complete":
         print(f"resume with: {shlex.join(resume)}")
     return _exit_status(result)
+
+
+def _has_serve_extra() -> bool:
+    """Whether the ``serve`` extra (httpx, httpx-sse) is here; say how to get it if not."""
+    try:
+        import httpx  # noqa: F401
+        import httpx_sse  # noqa: F401
+    except ImportError as exc:
+        print(
+            f"regimes collect: error: measuring an endpoint needs {exc.name}, which is not "
+            "installed here; install the serve extra: pip install 'regimes[collect,serve]'",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _announce(spec: Any, run_dir: Path, args: argparse.Namespace) -> bool:

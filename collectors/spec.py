@@ -38,6 +38,11 @@ default: a case's warm-ups just before its first measured trial in a process),
 ``"none"`` or ``"max-first"`` (warm-ups at the largest budget of each loaded model
 before anything is measured with it). Both attention settings are recorded per trial.
 
+Endpoints. ``endpoint = { url = "http://127.0.0.1:8000/v1", model = "NAME" }`` measures
+an OpenAI-compatible server instead of a model in this process (:mod:`collectors.
+endpoint`): it replaces ``backends`` and ``models``, and the keys only the server decides
+(dtypes, cache, attention, engine) may not be given.
+
 Every mistake a spec can hold (an unknown key, with the closest valid one suggested; an
 unknown model, dtype or engine; empty or non-positive budgets; a sequence longer than
 the model's positions; a backend this machine lacks; a value of the wrong type) raises
@@ -57,6 +62,8 @@ from typing import Any
 
 from . import _spec_checks as checks
 from ._spec_checks import ATTN_IMPLEMENTATIONS, MAX_SEED, SDPA_BACKENDS, SpecError
+from .endpoint._config import BACKEND as ENDPOINT_BACKEND
+from .endpoint._config import Endpoint, check_endpoint
 from .engines import ENGINES
 from .models import DTYPES, WEIGHTS
 
@@ -188,12 +195,40 @@ def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
-    if isinstance(value, Injection):
+    if isinstance(value, (Injection, Endpoint)):
         return value.to_dict()
     return value
 
 
+def _endpoint_fixed(endpoint: Endpoint) -> dict[str, tuple[Any, str]]:
+    """List the keys an endpoint spec does not choose: their value, and why."""
+    server = "the server decides it"
+    return {
+        "weights": ("served", server),
+        "models": ((endpoint.model,), "endpoint.model names the model"),
+        "backends": ((ENDPOINT_BACKEND,), "'endpoint' replaces 'backends'"),
+        "dtypes": (("auto",), server),
+        "use_cache": ((True,), "a server always decodes with its KV cache"),
+        "isolation": ("none", "a session is a span of one server process, not of the client"),
+        "instrument": (True, "every streamed token's arrival is recorded"),
+        "engine": (endpoint.api, "endpoint.api names the API"),
+        "inject": (None, "fault injection slows in-process generations only"),
+        "attn_implementation": ((None,), server),
+        "sdpa_backends": (None, server),
+    }
+
+
+def _fixed_value(key: str, given: Any, fixed: Any, why: str) -> Any:
+    """Accept a key an endpoint spec fixes only at its fixed value (as stored)."""
+    if _plain(given) != _plain(fixed):
+        raise SpecError(
+            f"{key!r} does not apply to an endpoint spec ({why}); remove it, got {given!r}"
+        )
+    return fixed
+
+
 _PARAMETER_CONSTRAINTS: dict[str, checks.Check] = {
+    "endpoint": check_endpoint,
     "weights": checks.one_of(WEIGHTS),
     "models": checks.unique_list(checks.model_item),
     "backends": checks.unique_list(checks.backend_item),
@@ -324,6 +359,9 @@ class SweepSpec:
         ``"per-case"`` (each case's ``warmup`` warm-ups just before its first measured
         trial in a process), ``"none"`` or ``"max-first"`` (``warmup`` warm-ups at the
         largest budget of each loaded model before anything is measured with it).
+    endpoint : Endpoint or None
+        An OpenAI-compatible server to measure instead of a model in this process
+        (:mod:`collectors.endpoint`); it fixes the keys that only the server decides.
 
     See Also
     --------
@@ -356,6 +394,7 @@ class SweepSpec:
     attn_implementation: tuple[str | None, ...] = (None,)
     sdpa_backends: tuple[str, ...] | None = None
     warmup_policy: str = "per-case"
+    endpoint: Endpoint | None = None
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -429,11 +468,20 @@ class SweepSpec:
         """
         defaults = {f.name: f.default for f in fields(cls)}
         required = [name for name, default in defaults.items() if default is MISSING]
+        if isinstance(data, Mapping) and data.get("endpoint") is not None:
+            required = ["budgets"]
         _check_keys(data, cls.keys(), required)
         known: dict[str, Any] = {"check_available": check_available}
+        fixed: dict[str, tuple[Any, str]] = {}
         for key, check in _PARAMETER_CONSTRAINTS.items():
+            if key in fixed:
+                value, why = fixed[key]
+                known[key] = _fixed_value(key, data[key], value, why) if key in data else value
+                continue
             value = data[key] if key in data else _default(key, defaults[key], known)
             known[key] = check(key, value, known)
+            if key == "endpoint" and known[key] is not None:
+                fixed = _endpoint_fixed(known[key])
         del known["check_available"]
         for cross in _CROSS_CHECKS:
             cross(known)

@@ -141,7 +141,7 @@ def _run_plans(
             if should_stop() and (sink.counts["measured"] or sink.counts["errors"]):
                 status = "incomplete"
             elif spec.isolation == "none":
-                outcome = run_session(
+                outcome = session_runner(spec)(
                     spec, writer, session, emit=sink, should_stop=should_stop, interrupts=interrupts
                 )
                 status = "incomplete" if outcome.stopped else "complete"
@@ -240,19 +240,33 @@ def _result(
     )
 
 
+def session_runner(spec: SweepSpec) -> Callable[..., SessionOutcome]:
+    """Return the runner of a session of ``spec``: in this process, or against its endpoint."""
+    if spec.endpoint is None:
+        return run_session
+    from .endpoint._runner import run_endpoint_session
+
+    return run_endpoint_session
+
+
 def _run_meta(
     spec: SweepSpec, command: list[str] | None, hygiene: dict[str, Any] | None
 ) -> dict[str, Any]:
     from .environment import environment_metadata
     from .hygiene import collect_env_text, machine_state
 
+    local = [b for b in spec.backends if spec.endpoint is None]
     meta: dict[str, Any] = {
         "spec": spec.to_dict(),
         "command": command if command is not None else list(sys.argv),
-        "environment": environment_metadata(spec.backends),
+        "environment": environment_metadata(local),
         "hygiene": hygiene if hygiene is not None else machine_state(),
         "collect_env": collect_env_text(),
     }
+    if spec.endpoint is not None:
+        from .endpoint._provenance import endpoint_metadata
+
+        meta["endpoint"] = endpoint_metadata(spec.endpoint)
     if spec.inject is not None:
         # Fault injection makes the latencies synthetic; say so where every reader looks.
         meta.update(inject=spec.inject.to_dict(), synthetic=True)
@@ -508,7 +522,7 @@ def run_stored_session(
         raise SpecError(
             f"{str(run_dir)!r} has no session {session}; its sessions are {sorted(specs)}"
         )
-    return run_session(
+    return session_runner(specs[session])(
         specs[session], writer, session, emit=emit, should_stop=should_stop or _never_stop
     )
 
