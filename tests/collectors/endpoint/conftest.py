@@ -44,6 +44,7 @@ class Behaviour:
     chat_overhead: int = 3
     models_status: int = 200
     tokens_per_event: int = 1
+    restart_after: int | None = None  # generations before the version changes (a restart)
 
 
 class FakeServer:
@@ -85,6 +86,8 @@ class FakeServer:
         body = await request.json()
         self.requests.append(("POST", request.url.path, body))
         b = self.behaviour
+        if b.restart_after is not None and len(self.requests) > b.restart_after:
+            b.version, b.restart_after = b.version + "-restarted", None
         if b.statuses:
             status = b.statuses.pop(0)
             return JSONResponse({"error": "busy"}, status, headers={"retry-after": "0"})
