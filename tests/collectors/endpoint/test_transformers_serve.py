@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 import regimes
@@ -37,3 +39,15 @@ def test_a_sweep_through_transformers_serve_is_collected_and_analysed(
     report = regimes.detect_regimes(regimes.load(tmp_path / "run"))
     assert report.curve.height == 4
     assert set(report.curve["backend"]) == {"endpoint"}
+
+
+def test_the_committed_endpoint_run_carries_its_provenance_and_is_smooth():
+    path = Path(__file__).resolve().parents[3] / "examples" / "data" / "cpu-transformers-serve"
+    run = regimes.read_run(path)
+    endpoint = run.meta["endpoint"]
+    assert endpoint["url"] == "http://127.0.0.1:8000/v1" and "@" not in endpoint["url"]
+    assert endpoint["identity"]["server"] == "uvicorn" and endpoint["client"]["httpx-sse"]
+    assert run.meta["spec"]["endpoint"]["model"] == "build/tiny-served"
+    assert run.steps.height == int(run.trials["budget"].sum())
+    report = regimes.detect_regimes(regimes.load(path))
+    assert report.anomalies.height == 0 and report.curve.height == 12
