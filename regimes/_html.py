@@ -1,8 +1,9 @@
 """The one HTML builder of the package: tables, and the notebook view of a result.
 
 Every HTML table (a result's notebook view, the offline report) comes from
-:func:`html_table` and :func:`key_value_table`, and a result's view from
-:func:`result_view`: Jinja2 templates with autoescaping on, so no cell can break the
+:func:`html_table`, :func:`text_table` and :func:`key_value_table`, a summary's blocks
+(:class:`regimes._summary.Summary`) from :func:`summary_blocks`, and a result's view
+from :func:`result_view`: Jinja2 templates with autoescaping on, so no cell can break the
 markup and no caller writes tags by hand. Cells are formatted once, by
 :func:`cell_texts` (floats to four significant digits, nested values as JSON).
 """
@@ -17,7 +18,16 @@ from typing import Any
 import jinja2
 import polars as pl
 
-__all__ = ["Fold", "cell_texts", "html_table", "key_value_table", "plain_text", "result_view"]
+__all__ = [
+    "Fold",
+    "cell_texts",
+    "html_table",
+    "key_value_table",
+    "plain_text",
+    "result_view",
+    "summary_blocks",
+    "text_table",
+]
 
 _ENV = jinja2.Environment(
     autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
@@ -75,20 +85,36 @@ _VIEW = _ENV.from_string(
 <img alt='{{ chart_alt }}' src='data:image/svg+xml;base64,{{ chart_svg }}'>
 </figure>
 {% endif %}
-{% for fold in folds %}<details><summary>{{ fold.name }} ({{ fold.rows }} row(s))</summary>
+{% for fold in folds %}<details><summary>{{ fold.name }}
+{%- if fold.rows is not none %} ({{ fold.rows }} row(s)){% endif %}</summary>
 {{ fold.body | safe }}
 </details>
+{% endfor %}</div>"""
+)
+
+_SUMMARY = _ENV.from_string(
+    """<div class='summary'>
+{% for kind, value in blocks %}
+{% if kind == 'title' %}<h5>{{ value }}</h5>
+{% elif kind == 'heading' %}<h6>{{ value }}</h6>
+{% elif kind == 'text' %}<p>{{ value }}</p>
+{% elif kind == 'lines' %}<pre>{{ value }}</pre>
+{% else %}{{ value | safe }}
+{% endif %}
 {% endfor %}</div>"""
 )
 
 
 @dataclass(frozen=True)
 class Fold:
-    """A named block of a result's view: its HTML and the row count its summary shows."""
+    """A named block of a result's view: its HTML and the row count its summary shows.
+
+    ``rows`` is ``None`` for a block that is no table (a result's summary).
+    """
 
     name: str
     body: str
-    rows: int
+    rows: int | None
 
 
 def cell_texts(frame: pl.DataFrame) -> pl.DataFrame:
@@ -154,6 +180,52 @@ def html_table(
         caption=caption,
         more=max(frame.height - max_rows, 0),
     )
+
+
+def text_table(
+    heads: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Sequence[bool],
+    max_rows: int,
+    caption: str = "",
+) -> str:
+    """Render a table of texts already formatted (a summary's table, :mod:`regimes._summary`).
+
+    Parameters
+    ----------
+    heads : sequence of str
+        The column headings.
+    rows : sequence of sequences of str
+        The cells, row by row.
+    right : sequence of bool
+        Per column, whether it is right-aligned (numbers, in tabular figures).
+    max_rows : int
+        Rows shown at most.
+    caption : str, optional
+        The table's caption.
+
+    Returns
+    -------
+    str
+        The HTML.
+    """
+    shown = [list(zip(row, right, strict=True)) for row in rows[:max_rows]]
+    return _TABLE.render(
+        columns=list(zip(heads, right, strict=True)),
+        rows=shown,
+        caption=caption,
+        more=max(len(rows) - max_rows, 0),
+    )
+
+
+def summary_blocks(blocks: Sequence[tuple[str, str]]) -> str:
+    """Render a summary's blocks (:meth:`regimes._summary.Summary.as_html`).
+
+    Each block is ``(kind, value)``: kind ``title``, ``heading``, ``text`` or ``lines``
+    (text, escaped), or ``html`` (a table rendered by this module).
+    """
+    return _SUMMARY.render(blocks=blocks)
 
 
 def key_value_table(pairs: Iterable[tuple[str, Any]], *, caption: str = "") -> str:

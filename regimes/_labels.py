@@ -1,15 +1,17 @@
 """Names and numbers as people read them: group labels, axis words, three digits.
 
 What the charts, the findings and the text summaries share without drawing anything:
-the label of each group (from the columns that vary between groups), the axes of a
-detection result, the quantity a column measures, a result's confidence level and
-numbers to three significant digits. Nothing here imports a plotting library, so the
-sentences of :mod:`regimes._findings` read results without loading the charts.
+the label of each group (from the columns that vary between groups, else the model:
+:func:`label_columns`, written ``backend=mps, model=gpt2`` by :func:`text_label` and
+``mps · gpt2`` by :func:`group_labels`), the axes of a detection result, the quantity
+a column measures, a result's confidence level and numbers to three significant digits.
+Nothing here imports a plotting library, so the sentences of :mod:`regimes._findings`
+read results without loading the charts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -19,18 +21,74 @@ from regimes.errors import RegimesInputError
 
 __all__ = [
     "GROUP_FIELD",
+    "LABEL_FALLBACK",
     "axis_title",
     "frame_attr",
     "group_labels",
+    "label_columns",
     "level_text",
     "optional_frame",
     "quantity",
     "report_axes",
     "sig3",
+    "text_label",
 ]
 
 GROUP_FIELD = "group"
 """Name of the label column that identifies a group in every chart's data."""
+
+LABEL_FALLBACK = ("model",)
+"""What labels a group when no group column varies: its model, when it has one."""
+
+
+def label_columns(
+    keys: pl.DataFrame, group_columns: Sequence[str], fallback: Sequence[str] = LABEL_FALLBACK
+) -> list[str]:
+    """Return the group columns that tell the groups of ``keys`` apart.
+
+    Parameters
+    ----------
+    keys : polars.DataFrame
+        Any frame holding ``group_columns`` (a result's groups, a curve, trials).
+    group_columns : sequence of str
+        The columns that identify a group.
+    fallback : sequence of str, default :data:`LABEL_FALLBACK`
+        The columns that label the groups when none varies (those of them present).
+
+    Returns
+    -------
+    list of str
+        The columns of ``group_columns`` with more than one value in ``keys``, in
+        order; when none varies, those of ``fallback`` among ``group_columns``.
+
+    Examples
+    --------
+    >>> keys = pl.DataFrame({"backend": ["mps", "cpu"], "model": ["gpt2", "gpt2"]})
+    >>> label_columns(keys, ["backend", "model"]), label_columns(keys[:1], ["backend", "model"])
+    (['backend'], ['model'])
+    """
+    varying = [c for c in group_columns if keys.get_column(c).n_unique() > 1]
+    return varying or [c for c in fallback if c in group_columns]
+
+
+def text_label(row: Mapping[str, Any], columns: Sequence[str], *, present: bool = False) -> str:
+    """Label one row for text: ``backend=mps, model=gpt2``; ``all rows`` without columns.
+
+    With ``present=True`` only the columns the row has a value for are written (a
+    speedup boundary has no ``use_cache``), and when it has none of them, the columns
+    of :data:`LABEL_FALLBACK` it has a value for.
+
+    Examples
+    --------
+    >>> text_label({"backend": "mps", "model": "gpt2"}, ["backend", "model"])
+    'backend=mps, model=gpt2'
+    >>> text_label({"use_cache": None, "model": "gpt2"}, ["use_cache"], present=True)
+    'model=gpt2'
+    """
+    if present:
+        shown = [c for c in columns if row.get(c) is not None]
+        columns = shown or [c for c in LABEL_FALLBACK if row.get(c) is not None]
+    return ", ".join(f"{c}={row[c]}" for c in columns) or "all rows"
 
 
 def frame_attr(obj: Any, name: str) -> pl.DataFrame:
@@ -121,11 +179,12 @@ def group_labels(keys: pl.DataFrame, group_columns: Sequence[str]) -> tuple[pl.D
     if not group_columns:
         return pl.DataFrame({GROUP_FIELD: ["all"]}), ""
     distinct = keys.select(group_columns).unique().sort(group_columns, nulls_last=True)
-    varying = [c for c in group_columns if distinct[c].n_unique() > 1]
+    varying = label_columns(distinct, group_columns, fallback=())
     constant = [c for c in group_columns if c not in varying]
-    label_columns = varying or group_columns
     labelled = distinct.with_columns(
-        pl.concat_str([_format_value(c) for c in label_columns], separator=" · ").alias(GROUP_FIELD)
+        pl.concat_str([_format_value(c) for c in varying or group_columns], separator=" · ").alias(
+            GROUP_FIELD
+        )
     )
     caption = ""
     if varying and constant:

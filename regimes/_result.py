@@ -3,9 +3,10 @@
 A result is a frozen dataclass whose tables are polars frames. Subclasses declare
 ``_tables`` (the frame attributes, in display order) and ``_title``, carry ``params``
 (the call's arguments) and ``untested`` (the groups that could not be tested, with the
-reason), and write ``summary()``. This base gives them the rest, the same way for every
-analysis: a short ``__repr__``, ``_repr_html_`` for notebooks, ``to_dict()`` and
-``to_json()``, and ``status``, which tells "tested, none found" from "not testable here".
+reason), and write ``_summary()`` (a :class:`regimes._summary.Summary`). This base
+gives them the rest, the same way for every analysis: ``summary()``, a short
+``__repr__``, ``_repr_html_`` for notebooks, ``to_dict()`` and ``to_json()``, and
+``status``, which tells "tested, none found" from "not testable here".
 
 Tables in the caller's library
 ------------------------------
@@ -35,7 +36,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from regimes import _html
+from regimes._labels import label_columns
+from regimes._summary import Summary, notebook_view
 
 __all__ = ["INTERVAL_LEAD_COLUMNS", "AnalysisResult", "native_library", "untested_frame"]
 
@@ -45,9 +47,6 @@ and the standard library's that copy a result field by field (``dataclasses.repl
 
 INTERVAL_LEAD_COLUMNS = ("start", "end", "ratio", "ratio_low", "ratio_high", "q_value", "kind")
 """What the notebook view shows open of a table of intervals (anomalies, collapses)."""
-
-_VISIBLE_ROWS = 25
-"""Rows a table of a result's notebook view shows at most (the rest is counted)."""
 
 
 def untested_frame(rows: Sequence[Mapping[str, Any]], group_columns: Sequence[str]) -> pl.DataFrame:
@@ -177,7 +176,11 @@ class AnalysisResult:
         return dataclasses.replace(self, native="pandas")
 
     def summary(self) -> str:
-        """Return the readable text summary of the result."""
+        """Return the readable text summary of the result (:meth:`_summary` as text)."""
+        return self._summary().as_text()
+
+    def _summary(self) -> Summary:
+        """Return the result's summary, block by block (:class:`regimes._summary.Summary`)."""
         raise NotImplementedError
 
     @property
@@ -201,41 +204,10 @@ class AnalysisResult:
     def _repr_html_(self) -> str:
         """Return the notebook view: headlines, the findings open, the chart, the rest folded.
 
-        Built by :func:`regimes._html.result_view`; each table shows at most
-        :data:`_VISIBLE_ROWS` rows.
+        Built by :func:`regimes._summary.notebook_view`; each table shows at most
+        :data:`regimes._summary.VISIBLE_ROWS` rows.
         """
-        tables = self.tables
-        lead_name = self._tables[0] if self._tables else None
-        lead = None
-        if lead_name is not None:
-            frame = tables.pop(lead_name)
-            body = _html.html_table(
-                self._lead_frame(frame), max_rows=_VISIBLE_ROWS, empty=self._empty_text()
-            )
-            lead = _html.Fold(lead_name, body, frame.height)
-        folds = [
-            _html.Fold(name, _html.html_table(frame, max_rows=_VISIBLE_ROWS), frame.height)
-            for name, frame in tables.items()
-        ]
-        untested = getattr(self, "untested", None)
-        if isinstance(untested, pl.DataFrame) and untested.height:
-            folds.append(
-                _html.Fold(
-                    "untested", _html.html_table(untested, max_rows=_VISIBLE_ROWS), untested.height
-                )
-            )
-        params = dict(getattr(self, "params", {}))
-        folds.append(_html.Fold("params", _html.key_value_table(params.items()), len(params)))
-        svg, alt = self._chart_svg()
-        return _html.result_view(
-            title=self._title,
-            status=self.status,
-            headlines=self._headlines(),
-            lead=lead,
-            chart_svg=svg,
-            chart_alt=alt,
-            folds=folds,
-        )
+        return notebook_view(self)
 
     _lead_columns: ClassVar[tuple[str, ...] | None] = None
     """Columns of the first table that the notebook view shows open (after the group
@@ -250,7 +222,7 @@ class AnalysisResult:
         if self._lead_columns is None:
             return frame
         groups = [str(c) for c in getattr(self, "group_columns", ()) if c in frame.columns]
-        varying = [c for c in groups if frame.get_column(c).n_unique() > 1]
+        varying = label_columns(frame, groups, fallback=())
         wanted = dict.fromkeys([*varying, *self._lead_columns])
         return frame.select([c for c in wanted if c in frame.columns])
 

@@ -25,6 +25,7 @@ import polars as pl
 from regimes import _findings
 from regimes._labels import group_labels
 from regimes._result import AnalysisResult
+from regimes._summary import Summary
 from regimes.data.io import Run, read_run
 from regimes.data.schema import as_polars, validate_trials
 from regimes.errors import RegimesInputError
@@ -162,12 +163,12 @@ class RunAnalysis(AnalysisResult):
             lines += _findings.explanation_findings(item.result, labels)
         return lines
 
-    def summary(self) -> str:
-        """Return the findings, then the detection's summary, as plain text."""
+    def _summary(self) -> Summary:
+        """Return the findings and the notes, then the detection's summary."""
         title = f"regimes analysis{': ' + self.name if self.name else ''}"
-        findings = ["  " + line for line in self.findings()]
-        notes = ["  note: " + note for note in self.notes]
-        return "\n".join([title, *findings, *notes, "", self.detection.summary()])
+        out = Summary().add_heading(title, above="", below=None)
+        out.add_rows(self.findings(), str).add_rows(self.notes, str, indent="  note: ")
+        return out.add_lines([""]).add_summary(self.detection._summary())
 
     def _headlines(self) -> list[str]:
         return self.findings()

@@ -33,9 +33,10 @@ from regimes._compare.sides import (
 )
 from regimes._compare.statuses import STATUSES
 from regimes._compare.tables import build_tables
-from regimes._compare.text import summary_text
+from regimes._compare.text import comparison_summary
 from regimes._result import AnalysisResult, native_library
 from regimes._stats.multitest import benjamini_hochberg
+from regimes._summary import Summary
 from regimes.detect import RegimeResult
 from regimes.errors import RegimesInputError
 from regimes.options import check_options
@@ -45,8 +46,6 @@ __all__ = ["POWER", "STATUSES", "ComparisonResult", "compare_runs"]
 POWER = 0.8
 """Power the other run must have had at an interval before a regime found in one run
 only is called ``vanished`` (or ``appeared``) rather than ``inconclusive``."""
-
-_WIDTH = 96
 
 _P_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "changes": (("p_value", "q_value"), ("boundary_p", "boundary_q"), ("presence_p", "presence_q")),
@@ -123,9 +122,9 @@ class ComparisonResult(AnalysisResult):
 
         return comparison_findings(self)
 
-    def summary(self) -> str:
-        """Return a fixed-width text report: environment, shifts, regimes, unmatched."""
-        return summary_text(self, _WIDTH)
+    def _summary(self) -> Summary:
+        """Return the environment, the shifts, the regimes and the curves of one run only."""
+        return comparison_summary(self)
 
     def __str__(self) -> str:
         return self.summary()

@@ -40,9 +40,11 @@ from typing import Any, ClassVar
 
 import polars as pl
 
+from regimes._labels import text_label
 from regimes._refine.oracle import SimulatedProbe
 from regimes._refine.plan import Plan, ProbeRequest, Settings
 from regimes._result import AnalysisResult
+from regimes._summary import Summary
 from regimes.data.schema import RegimesInputError, as_polars, check_fraction
 
 __all__ = ["ProbeRequest", "Prober", "RefineResult", "SimulatedProbe", "refine_boundaries"]
@@ -107,38 +109,42 @@ class RefineResult(AnalysisResult):
 
         return refinement_findings(self)
 
-    def summary(self) -> str:
+    def _summary(self) -> Summary:
         """One line per boundary, then the cost against a dense grid."""
-        lines = [
+        head = (
             f"Boundary refinement: {self.boundaries.height} boundar"
             f"{'y' if self.boundaries.height == 1 else 'ies'}, resolution "
             f"{self.params.get('resolution')}, error rate {self.params.get('error_rate')}"
-        ]
-        for row in self.boundaries.iter_rows(named=True):
-            lines.append(
-                f"  {row['source']} {row['kind']} of {_label(row, self.params)}: "
-                f"({row['low']}, {row['high']}) from grid ({row['grid_low']}, "
-                f"{row['grid_high']}), {row['status']}; {row['probes']} probe(s), "
-                f"{row['generations']} generation(s) ({row['new_generations']} now), "
-                f"{row['tokens']} tokens"
-            )
-        for row in self.untested.iter_rows(named=True):
-            lines.append(f"  not refined: {_label(row, self.params)}: {row['reason']}")
-        if self.dense_generations:
-            spent = int(self.boundaries.get_column("generations").sum())
-            lines.append(
-                f"Probes so far: {spent} generation(s), {spent / self.dense_generations:.1%} "
-                f"of the {self.dense_generations} a dense 1-token grid would need (this "
-                f"call: {self.generations})."
-            )
-        return "\n".join(lines)
+        )
+        out = Summary().add_heading(head, above="", below=None)
+        out.add_rows(self.boundaries.iter_rows(named=True), self._line)
+        out.add_untested(self.untested, head=None, indent="  not refined: ", label=self._label)
+        cost = self.cost()
+        return out if cost is None else out.add_lines([cost])
 
+    def cost(self) -> str | None:
+        """Return the generations the probes took against a dense grid; ``None`` if unknown."""
+        if not self.dense_generations:
+            return None
+        spent = int(self.boundaries.get_column("generations").sum())
+        return (
+            f"Probes so far: {spent} generation(s), {spent / self.dense_generations:.1%} "
+            f"of the {self.dense_generations} a dense 1-token grid would need (this "
+            f"call: {self.generations})."
+        )
 
-def _label(row: dict[str, Any], params: dict[str, Any]) -> str:
-    shown = [c for c in params.get("label_columns", []) if row.get(c) is not None]
-    if not shown and row.get("model") is not None:
-        shown = ["model"]
-    return ", ".join(f"{c}={row[c]}" for c in shown) or "all rows"
+    def _label(self, row: dict[str, Any]) -> str:
+        """Label a boundary by the columns that tell the curves apart, where it has them."""
+        return text_label(row, self.params.get("label_columns", []), present=True)
+
+    def _line(self, row: dict[str, Any]) -> str:
+        return (
+            f"{row['source']} {row['kind']} of {self._label(row)}: "
+            f"({row['low']}, {row['high']}) from grid ({row['grid_low']}, "
+            f"{row['grid_high']}), {row['status']}; {row['probes']} probe(s), "
+            f"{row['generations']} generation(s) ({row['new_generations']} now), "
+            f"{row['tokens']} tokens"
+        )
 
 
 def refine_boundaries(

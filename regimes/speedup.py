@@ -53,13 +53,14 @@ from typing import Any, ClassVar
 import polars as pl
 
 from regimes._deprecation import deprecate_parameters
+from regimes._labels import text_label
 from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult, native_library, untested_frame
 from regimes._speedup.cells import paired_cells, speedup_levels, speedup_table
 from regimes._speedup.collapses import find_collapses, scan_curves
+from regimes._summary import Summary
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import check_fraction, check_min_ratio
 from regimes.errors import RegimesInputError
-from regimes.explain._anomalies import group_label, summary_text
 
 __all__ = ["SpeedupResult", "cache_speedup"]
 
@@ -133,7 +134,7 @@ class SpeedupResult(AnalysisResult):
     group_columns: list[str]
     params: dict[str, Any]
 
-    def summary(self) -> str:
+    def _summary(self) -> Summary:
         """Return the speedup range per group, then one line per collapse."""
         head = (
             f"KV-cache speedup of {self.y} over {self.x} (cache off / cache on), "
@@ -148,25 +149,24 @@ class SpeedupResult(AnalysisResult):
             if self.speedup.height
             else pl.DataFrame()
         )
-        lines = [head]
-        for row in ranges.iter_rows(named=True):
-            lines.append(
-                f"  {group_label(row, self.group_columns)}: speedup "
-                f"{row['low']:.3g} to {row['high']:.3g}"
-            )
-        lines.append(
-            summary_text(
-                "Collapses (speedup below its trend):",
-                self.collapses,
-                self._no_collapse_text(),
-                self._line,
-            )
+        out = Summary().add_heading(head, above="", below=None)
+        out.add_rows(ranges.iter_rows(named=True), self._range)
+        out.add_listing(
+            "Collapses (speedup below its trend):",
+            self.collapses,
+            self._line,
+            empty=self._no_collapse_text(),
         )
         if self.untested.height < self._n_groups():
-            for row in self.untested.iter_rows(named=True):
-                label = group_label(row, self.group_columns)
-                lines.append(f"  not testable here: {label}: {row['reason']}")
-        return "\n".join(lines)
+            out.add_untested(
+                self.untested, head=None, columns=self.group_columns, indent="  not testable here: "
+            )
+        return out
+
+    def _range(self, row: dict[str, Any]) -> str:
+        return (
+            f"{text_label(row, self.group_columns)}: speedup {row['low']:.3g} to {row['high']:.3g}"
+        )
 
     def _no_collapse_text(self) -> str:
         """Why the collapse table is empty: nothing found, or nothing testable."""
@@ -188,7 +188,7 @@ class SpeedupResult(AnalysisResult):
             & (pl.col(self.x) == row["peak_x"])
         ).row(0, named=True)
         return (
-            f"{group_label(row, self.group_columns)}: {self.x} {row['start']}..{row['end']} "
+            f"{text_label(row, self.group_columns)}: {self.x} {row['start']}..{row['end']} "
             f"keeps x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}] "
             f"of the trend (q={row['q_value']:.2g}); at {row['peak_x']} speedup "
             f"{at['speedup']:.3g} [{at['ci_low']:.3g}, {at['ci_high']:.3g}] against trend "

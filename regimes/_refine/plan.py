@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from regimes._labels import label_columns
 from regimes._refine.brackets import Boundary, boundaries_from, curve_noise
 from regimes._refine.design import BoundaryState, Evidence
 from regimes._refine.sprt import LEFT, RIGHT, Thresholds
@@ -119,8 +120,7 @@ class Plan:
                 untested.append(boundary.group | {"reason": _inseparable(boundary)})
                 continue
             states.append(state)
-        varying = [c for c in columns if report.groups.get_column(c).n_unique() > 1]
-        labels = varying or [c for c in ("model",) if c in columns]
+        labels = label_columns(report.groups, columns)
         _charge_earlier_probes(
             states, trials.filter(~pl.col("budget").is_in(sorted(grid))), columns
         )

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
 import polars as pl
 
+from regimes._labels import label_columns, text_label
 from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult
+from regimes._summary import Column, Summary, number
 
 __all__ = ["RegimeReport", "RegimeResult"]
-
-_WIDTH = 96
 
 
 @dataclass(frozen=True, repr=False)
@@ -101,19 +100,18 @@ class RegimeResult(AnalysisResult):
         Counting distinct values per labelled row made ``summary()`` quadratic in the
         number of groups (100,000 groups took longer than their detection).
         """
-        varying = [c for c in self.group_columns if self.groups.get_column(c).n_unique() > 1]
-        return varying or [c for c in ("model",) if c in self.group_columns]
+        return label_columns(self.groups, self.group_columns)
 
     def _label(self, row: dict[str, Any]) -> str:
         """Label a group by the columns that tell this call's groups apart."""
-        return ", ".join(f"{c}={row[c]}" for c in self._label_columns) or "all rows"
+        return text_label(row, self._label_columns)
 
-    def _header(self) -> list[str]:
+    def _header(self) -> list[tuple[str, str]]:
         p = self.params
         n_trials = int(self.groups.get_column("n_trials").sum()) if self.groups.height else 0
         n_cells = int(self.groups.get_column("n_cells").sum()) if self.groups.height else 0
         significant = self.change_points.filter(pl.col("significant")).height
-        pairs = [
+        return [
             ("Quantity:", f"{self.y} over {self.x}"),
             ("Groups:", str(self.groups.height)),
             ("Cells:", str(n_cells)),
@@ -125,16 +123,6 @@ class RegimeResult(AnalysisResult):
             ("Change points:", f"{significant} significant of {self.change_points.height}"),
             ("Intervals:", f"t, level={p.get('level')}, BH per {p.get('fdr')}"),
         ]
-        half = (len(pairs) + 1) // 2
-        lines = ["=" * _WIDTH, self._title.center(_WIDTH), "=" * _WIDTH]
-        for i in range(half):
-            left = f"{pairs[i][0]:<15}{pairs[i][1]:>31}"
-            right = (
-                f"{pairs[i + half][0]:<15}{pairs[i + half][1]:>31}" if i + half < len(pairs) else ""
-            )
-            lines.append(f"{left}    {right}".rstrip())
-        lines.append(f"{'Grouped by:':<15}{', '.join(self.group_columns) or 'nothing (one curve)'}")
-        return lines
 
     def _headlines(self) -> list[str]:
         """Return the command line's headline per anomaly (or that none was found)."""
@@ -153,59 +141,65 @@ class RegimeResult(AnalysisResult):
             return f"not testable here: {reasons}"
         return "none at q < alpha with ratio >= min_ratio"
 
-    def summary(self) -> str:
-        """Return a fixed-width text report: call, groups, anomalies and change points."""
-        lines = self._header()
-        lines += self._section(
-            "Anomalies",
-            self.anomalies,
-            ("interval", "kind"),
-            lambda r: f"{r['start']}..{r['end']}",
-            lambda r: f"{r['kind']}{'' if r['recovered'] else ' (no recovery)'}",
-            self._no_anomaly_text(),
-        )
-        lines += self._section(
-            "Change points",
-            self.change_points,
-            ("between", "sig"),
-            lambda r: f"{r['x_before']}|{r['x_after']}",
-            lambda r: "*" if r["significant"] else "",
-            "none",
-        )
+    def _summary(self) -> Summary:
+        """Return the call, the groups, the anomalies and change points, notes, the untested."""
+        out = Summary().add_title(self._title).add_pairs(self._header())
+        grouped = ", ".join(self.group_columns) or "nothing (one curve)"
+        out.add_pairs([("Grouped by:", grouped)], columns=1)
+        out.add_heading("Anomalies", above="=")
+        anomalies = self.anomalies.iter_rows(named=True)
+        out.add_table(anomalies, self._columns("interval"), empty=self._no_anomaly_text())
+        out.add_heading("Change points")
+        points = self.change_points.iter_rows(named=True)
+        out.add_table(points, self._columns("between"), empty="none")
         for row in self.anomalies.filter(pl.col("caveat").is_not_null()).iter_rows(named=True):
             where = f"{row['start']}..{row['end']} ({self._label(row)})"
-            lines += textwrap.wrap(f"Note: {where} {row['caveat']}.", _WIDTH)
-        lines.append("=" * _WIDTH)
-        for row in self.untested.iter_rows(named=True):
-            lines.append(f"Not testable here: {self._label(row)}: {row['reason']}")
+            out.add_wrapped(f"Note: {where} {row['caveat']}.")
+        out.add_rule("=")
+        out.add_untested(self.untested, head=None, indent="Not testable here: ", label=self._label)
         if self.history_note:
-            lines += textwrap.wrap(f"History: {self.history_note}", _WIDTH)
-        return "\n".join(lines)
+            out.add_wrapped(f"History: {self.history_note}")
+        return out
 
-    def _section(
-        self,
-        title: str,
-        frame: pl.DataFrame,
-        heads: tuple[str, str],
-        locate: Any,
-        describe: Any,
-        empty: str,
-    ) -> list[str]:
-        lines = ["=" * _WIDTH if title == "Anomalies" else "-" * _WIDTH, title, "-" * _WIDTH]
-        if frame.height == 0:
-            return [*lines, empty]
-        where, last = heads
-        lines.append(f"{'group':<34}{where:>16}{'ratio':>8}{'[CI]':>18}{'p':>9}{'q':>9}  {last}")
-        for row in frame.iter_rows(named=True):
-            ci = f"[{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
-            lines.append(
-                f"{self._label(row)[:33]:<34}{locate(row):>16}{row['ratio']:>8.3g}{ci:>18}"
-                f"{row['p_value']:>9.2g}{row['q_value']:>9.2g}  {describe(row)}"
-            )
-        return lines
+    def _columns(self, where: str) -> list[Column]:
+        """Return the columns of the anomaly (``interval``) or change point table."""
+        locate, last, describe = _WHERE[where]
+        return [
+            Column("group", self._label, width=34, align="<", clip=33),
+            Column(where, locate, width=16),
+            Column("ratio", number("ratio", ".3g"), width=8),
+            Column("[CI]", _ci, width=18),
+            Column("p", number("p_value", ".2g"), width=9),
+            Column("q", number("q_value", ".2g"), width=9),
+            Column(last, describe, align="<", gap=2),
+        ]
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def _ci(row: dict[str, Any]) -> str:
+    return f"[{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
+
+
+def _interval(row: dict[str, Any]) -> str:
+    return f"{row['start']}..{row['end']}"
+
+
+def _kind(row: dict[str, Any]) -> str:
+    return f"{row['kind']}{'' if row['recovered'] else ' (no recovery)'}"
+
+
+def _between(row: dict[str, Any]) -> str:
+    return f"{row['x_before']}|{row['x_after']}"
+
+
+def _star(row: dict[str, Any]) -> str:
+    return "*" if row["significant"] else ""
+
+
+_WHERE = {"interval": (_interval, "kind", _kind), "between": (_between, "sig", _star)}
+"""Per table of the summary: where a row lies, the last column's heading and its text."""
 
 
 RegimeReport = RegimeResult

@@ -7,14 +7,10 @@ facts from it: which columns form a group, which column is ``x``, and which tria
 fall inside each anomaly. They are read here once, with clear errors when the report is
 not one; when no report is given, :func:`regimes.explain._source.anomaly_source` runs
 the detection itself with the caller's ``x``, ``y``, ``by`` and bootstrap options.
-
-This module is also the one home of the explanation results' presentation helpers:
-:func:`group_label` and :func:`summary_text`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
@@ -25,9 +21,7 @@ __all__ = [
     "ANOMALY_FIELDS",
     "AnomalyInput",
     "frame_columns",
-    "group_label",
     "read_report",
-    "summary_text",
 ]
 
 ANOMALY_FIELDS: tuple[str, ...] = (
@@ -128,35 +122,3 @@ def read_report(report: Any, frame_columns: list[str]) -> AnomalyInput:
 def frame_columns(df: Any) -> list[str]:
     """Return the column names of a polars or pandas frame (empty for anything else)."""
     return [str(c) for c in getattr(df, "columns", [])]
-
-
-def group_label(row: dict[str, Any], columns: Sequence[str]) -> str:
-    """``backend=mps, model=gpt2`` for one row's group columns (``all rows`` if none)."""
-    return ", ".join(f"{c}={row[c]}" for c in columns) or "all rows"
-
-
-def summary_text(
-    head: str,
-    frame: pl.DataFrame,
-    empty: str,
-    line: Callable[[dict[str, Any]], str],
-    untested: pl.DataFrame | None = None,
-) -> str:
-    """Write a result's ``summary()``: a header, then one indented line per row.
-
-    With ``untested`` (a result's table of what could not be tested and why), its rows
-    follow under "not testable here", so that the summary never reads as "none found"
-    when the question could not be asked.
-    """
-    lines = [head]
-    if frame.height == 0:
-        lines.append(f"  {empty}")
-    lines.extend(f"  {line(row)}" for row in frame.iter_rows(named=True))
-    if untested is not None and untested.height:
-        columns = [c for c in untested.columns if c != "reason"]
-        lines.append("  not testable here:")
-        lines.extend(
-            f"    {group_label(row, columns)}: {row['reason']}"
-            for row in untested.iter_rows(named=True)
-        )
-    return "\n".join(lines)

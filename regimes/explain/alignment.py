@@ -34,14 +34,11 @@ import numpy as np
 import polars as pl
 
 from regimes._deprecation import renamed
+from regimes._labels import text_label
 from regimes._result import AnalysisResult, native_library, untested_frame
+from regimes._summary import Summary
 from regimes.data.schema import RegimesInputError, validate_trials
-from regimes.explain._anomalies import (
-    AnomalyInput,
-    frame_columns,
-    group_label,
-    summary_text,
-)
+from regimes.explain._anomalies import AnomalyInput, frame_columns
 from regimes.explain._source import anomaly_source
 
 __all__ = ["AlignmentResult", "align_boundaries"]
@@ -89,17 +86,17 @@ class AlignmentResult(AnalysisResult):
         """Grid steps every bracket was widened by (``params["tolerance"]``)."""
         return int(self.params["tolerance"])
 
-    def summary(self) -> str:
+    def _summary(self) -> Summary:
         """One line per boundary: where it sits per prompt and what it follows."""
         head = "Boundary alignment across prompt lengths"
         if self.params["tolerance"]:
             head += f" (brackets widened by {self.params['tolerance']} grid step(s))"
-        return summary_text(
+        return Summary().add_listing(
             head,
             self.boundaries,
-            "no anomaly is found at more than one prompt length",
             self._line,
-            self.untested,
+            empty="no anomaly is found at more than one prompt length",
+            untested=self.untested,
         )
 
     def _line(self, row: dict[str, Any]) -> str:
@@ -112,7 +109,7 @@ class AlignmentResult(AnalysisResult):
             for p, b, t in where.select("prompt_tokens", "budget", "total_tokens").iter_rows()
         )
         return (
-            f"{group_label(row, self.case_columns)} episode {row['episode']} "
+            f"{text_label(row, self.case_columns)} episode {row['episode']} "
             f"{row['boundary']}: {per_prompt} | spread B {_show(row['budget_spread'])}, "
             f"T {_show(row['total_spread'])} -> follows {row['follows']}"
         )

@@ -33,15 +33,17 @@ import polars as pl
 from scipy import stats
 
 from regimes._deprecation import renamed
+from regimes._labels import text_label
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.between_cell import curve_taus
 from regimes._stats.curves import Curve, curve_from_levels, index_curves
 from regimes._stats.fixed_intervals import fixed_interval_test
 from regimes._stats.levels import cell_levels
 from regimes._stats.multitest import benjamini_hochberg
+from regimes._summary import Summary
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
-from regimes.explain._anomalies import AnomalyInput, group_label, summary_text
+from regimes.explain._anomalies import AnomalyInput
 from regimes.explain._source import anomaly_source
 
 __all__ = ["BackendResult", "compare_backends"]
@@ -97,24 +99,26 @@ class BackendResult(AnalysisResult):
         """Confidence level of the intervals (``params["level"]``)."""
         return float(self.params["level"])
 
-    def summary(self) -> str:
+    def _summary(self) -> Summary:
         """One line per comparison, then the verdict per anomaly."""
         head = (
             f"Backend specificity (difference of log ratios over trend, "
             f"{100 * self.params['level']:g}% CIs, alpha={self.params['alpha']:g})"
         )
-        lines = [summary_text(head, self.comparisons, "no anomaly to compare", self._line)]
-        for row in self.verdicts.iter_rows(named=True):
-            word = "specific to its backend" if row["specific"] else "not shown to be specific"
-            lines.append(
-                f"  => {group_label(row, self.group_columns)} "
-                f"[{row['start']}, {row['end']}]: {word} "
-                f"({row['n_compared']} other backend(s) compared)"
-            )
-        return "\n".join(lines)
+        out = Summary().add_listing(
+            head, self.comparisons, self._line, empty="no anomaly to compare"
+        )
+        return out.add_rows(self.verdicts.iter_rows(named=True), self._verdict)
+
+    def _verdict(self, row: dict[str, Any]) -> str:
+        word = "specific to its backend" if row["specific"] else "not shown to be specific"
+        return (
+            f"=> {text_label(row, self.group_columns)} [{row['start']}, {row['end']}]: {word} "
+            f"({row['n_compared']} other backend(s) compared)"
+        )
 
     def _line(self, row: dict[str, Any]) -> str:
-        where = f"{group_label(row, self.group_columns)} [{row['start']}, {row['end']}]"
+        where = f"{text_label(row, self.group_columns)} [{row['start']}, {row['end']}]"
         if row["note"] is not None:
             return f"{where} vs {row['other_backend']}: not testable here: {row['note']}"
         return (
@@ -312,7 +316,7 @@ def _key_of(curves: dict[tuple, Curve], group_columns: list[str], anomaly: dict[
     key = tuple(anomaly[c] for c in group_columns)
     if key not in curves:
         raise RegimesInputError(
-            f"the anomaly at {group_label(anomaly, group_columns)} has no trials in the "
+            f"the anomaly at {text_label(anomaly, group_columns)} has no trials in the "
             "table; pass the same table the report was computed from"
         )
     return key

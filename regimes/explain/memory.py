@@ -42,16 +42,13 @@ import polars as pl
 import statsmodels.api as sm
 
 from regimes._deprecation import renamed
+from regimes._labels import text_label
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.multitest import benjamini_hochberg
+from regimes._summary import Summary
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction
-from regimes.explain._anomalies import (
-    AnomalyInput,
-    frame_columns,
-    group_label,
-    summary_text,
-)
+from regimes.explain._anomalies import AnomalyInput, frame_columns
 from regimes.explain._source import anomaly_source
 
 __all__ = ["MemoryResult", "memory_confound"]
@@ -136,20 +133,20 @@ class MemoryResult(AnalysisResult):
         """Covariance of every fit (``params["cov_type"]``)."""
         return str(self.params["cov_type"])
 
-    def summary(self) -> str:
+    def _summary(self) -> Summary:
         """One line per anomaly: the effect before and after holding memory fixed."""
         p = self.params
         head = (
             f"Memory confound ({p['memory']}, OLS on log latency, {p['cov_type']} SEs, "
             f"{100 * p['level']:g}% CIs, alpha={p['alpha']:g})"
         )
-        return summary_text(
-            head, self.effects, "no anomalies to explain", self._line, self.untested
+        return Summary().add_listing(
+            head, self.effects, self._line, empty="no anomalies to explain", untested=self.untested
         )
 
     def _line(self, row: dict[str, Any]) -> str:
         return (
-            f"[{row['start']}, {row['end']}] {group_label(row, self.group_columns)}: "
+            f"[{row['start']}, {row['end']}] {text_label(row, self.group_columns)}: "
             f"ratio {row['ratio']:.2f} -> {row['adjusted_ratio']:.2f} "
             f"[{row['adjusted_low']:.2f}, {row['adjusted_high']:.2f}] with memory held fixed "
             f"(q={row['q_value']:.2g}); memory step {row['memory_step_mib']:+.1f} MiB "

@@ -40,19 +40,16 @@ import numpy as np
 import polars as pl
 
 from regimes._deprecation import renamed
+from regimes._labels import text_label
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.contrasts import trend_contrast
 from regimes._stats.levels import cell_levels
 from regimes._stats.resample import CellReplicates, cell_replicates
 from regimes._stats.trends import trend_coordinate
+from regimes._summary import Summary
 from regimes.data._prepare import prepare_trials
 from regimes.data.schema import RegimesInputError, check_fraction, check_n_boot, check_seed
-from regimes.explain._anomalies import (
-    AnomalyInput,
-    frame_columns,
-    group_label,
-    summary_text,
-)
+from regimes.explain._anomalies import AnomalyInput, frame_columns
 from regimes.explain._source import anomaly_source
 
 __all__ = ["PhaseResult", "attribute_phases"]
@@ -135,14 +132,14 @@ class PhaseResult(AnalysisResult):
         """Bootstrap replicates drawn (``params["n_boot"]``)."""
         return int(self.params["n_boot"])
 
-    def summary(self) -> str:
+    def _summary(self) -> Summary:
         """One line per anomaly: excess per phase and the share decode carries."""
         head = (
             f"Phase attribution of the excess over trend ({100 * self.params['level']:g}% "
             f"bootstrap CIs, {self.params['n_boot']} replicates)"
         )
-        return summary_text(
-            head, self.phases, "no anomalies to attribute", self._line, self.untested
+        return Summary().add_listing(
+            head, self.phases, self._line, empty="no anomalies to attribute", untested=self.untested
         )
 
     def _line(self, row: dict[str, Any]) -> str:
@@ -159,7 +156,7 @@ class PhaseResult(AnalysisResult):
             else f"decode share not reported: {row['decode_share_note']}"
         )
         return (
-            f"[{row['start']}, {row['end']}] {group_label(row, self.group_columns)}: "
+            f"[{row['start']}, {row['end']}] {text_label(row, self.group_columns)}: "
             f"{part('latency')}; {part('prefill')}; {part('decode')}; {share}"
         )
 

@@ -24,6 +24,7 @@ import polars as pl
 
 from regimes import _findings
 from regimes._findings import headlines, result_summary
+from regimes._summary import Summary
 from regimes.analysis import Explanation, RunAnalysis
 from regimes.errors import RegimesInputError
 from regimes.viz import _page
@@ -147,9 +148,13 @@ class RunReport:
 
     def summary(self) -> str:
         """Return the findings and the detection summary as plain text."""
-        return "\n".join(
-            [self.title, *("  " + h for h in self.findings()), "", result_summary(self.regimes)]
-        )
+        return self._summary().as_text()
+
+    def _summary(self) -> Summary:
+        """Return the report's title and findings, then the detection's summary."""
+        out = Summary().add_heading(self.title, above="", below=None)
+        out.add_rows(self.findings(), str).add_lines([""])
+        return out.add_summary(self.regimes._summary())
 
     # ----------------------------------------------------------------- output
 
@@ -255,7 +260,7 @@ class RunReport:
         if self.refinement is None:
             return ""
         result = self.refinement.result
-        cost = result.summary().splitlines()[-1] if result.dense_generations else ""
+        cost = result.cost() or ""
         return (
             "<section id='refinement'><h2>Boundary refinement</h2>"
             f"<p>The probes this run holds off its grid, read back: {escape(cost)}</p>"

@@ -8,8 +8,10 @@ from typing import Any
 
 import polars as pl
 
+from regimes._labels import text_label
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.multitest import benjamini_hochberg
+from regimes._summary import Summary
 from regimes.data.schema import (
     RegimesInputError,
     as_polars,
@@ -17,7 +19,6 @@ from regimes.data.schema import (
     present_case_columns,
     validate_trials,
 )
-from regimes.explain._anomalies import group_label, summary_text
 from regimes.explain.history.fit import fit_curve
 from regimes.explain.history.replay import PROCESS_COLUMNS, check_history_columns, replay, row_key
 
@@ -66,26 +67,22 @@ class HistoryResult(AnalysisResult):
     _tables = ("effects", "untested", "trials")
     _title = "First-visit cost of KV lengths (process history)"
 
-    def summary(self) -> str:
-        """Return one line per curve: its first-visit cost, or why it was not tested."""
+    def _summary(self) -> Summary:
+        """One line per curve: its first-visit cost, or why it was not tested."""
         p = self.params
         head = (
             f"First-visit cost per new KV length ({p['y']} over {p['x']}; OLS, HC3 errors "
             f"with Bell-McCaffrey df, {100 * p['level']:g}% CIs, BH at alpha={p['alpha']:g})"
         )
-        text = summary_text(head, self.effects, "no curve could be tested", self._line)
-        if self.untested.height:
-            lines = [
-                f"  {group_label(row, self.group_columns)}: {row['reason']}"
-                for row in self.untested.iter_rows(named=True)
-            ]
-            text = "\n".join([text, "Not tested:", *lines])
-        return text
+        out = Summary().add_listing(
+            head, self.effects, self._line, empty="no curve could be tested"
+        )
+        return out.add_untested(self.untested, head="Not tested:", columns=self.group_columns)
 
     def _line(self, row: dict[str, Any]) -> str:
         star = " *" if row["significant"] else ""
         return (
-            f"{group_label(row, self.group_columns)}: {MS_PER_S * row['first_visit_s']:.3g} ms "
+            f"{text_label(row, self.group_columns)}: {MS_PER_S * row['first_visit_s']:.3g} ms "
             f"[{MS_PER_S * row['ci_low']:.3g}, {MS_PER_S * row['ci_high']:.3g}] per new length, "
             f"q={row['q_value']:.2g}{star}; {round(100 * row['latency_share']):d}% of measured "
             f"latency ({row['n_first_visit_trials']} of {row['n_trials']} trials visit new "

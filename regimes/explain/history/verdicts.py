@@ -6,11 +6,12 @@ from typing import Any
 
 import polars as pl
 
+from regimes._labels import label_columns, text_label
 from regimes.data.schema import (
     RegimesInputError,
     as_polars,
 )
-from regimes.explain._anomalies import group_label, read_report
+from regimes.explain._anomalies import read_report
 from regimes.explain.history.effect import MS_PER_S, HistoryResult, history_effect
 from regimes.explain.history.replay import check_history_columns
 
@@ -275,10 +276,7 @@ def history_note(history: Any, report: Any = None) -> str | None:
 
 def _label(history: HistoryResult, row: dict[str, Any]) -> str:
     """Label a row by the group columns that vary in the result (the model if none do)."""
-    columns = list(history.group_columns)
-    varying = [c for c in columns if history.trials.get_column(c).n_unique() > 1]
-    shown = varying or [c for c in ("model",) if c in columns]
-    return group_label(row, shown)
+    return text_label(row, label_columns(history.trials, history.group_columns))
 
 
 def _cost_sentence(history: HistoryResult, row: dict[str, Any]) -> str | None:
