@@ -18,13 +18,13 @@ import polars as pl
 from regimes.data.schema import closest_column, present_case_columns, validate_trials
 from regimes.errors import RegimesInputError, RegimesWarning
 
-__all__ = ["HOST_COLUMN", "SESSION_COLUMNS", "TRIAL_IDENTITY", "prepare_trials"]
+__all__ = ["HOST_COLUMN", "SESSION_COLUMNS", "TRIAL_IDENTITY", "group_columns", "prepare_trials"]
 
 SESSION_COLUMNS = ("run_id", "session", "process_id")
 """Columns that together identify the process a trial ran in."""
 
 HOST_COLUMN = "host"
-"""The machine a trial ran on; a group column whenever it varies (see ``_group_columns``)."""
+"""The machine a trial ran on; a group column whenever it varies (see :func:`group_columns`)."""
 
 TRIAL_IDENTITY = ("trial", "order")
 """Columns that tell one trial from another: a table with neither cannot hold a trial
@@ -50,29 +50,61 @@ def _session_key(frame: pl.DataFrame, session: str | None) -> pl.Expr:
     return pl.struct(present).hash(seed=0).alias("_session")
 
 
-def _group_columns(frame: pl.DataFrame, x: str, by: str | Sequence[str] | None) -> list[str]:
-    """``by`` checked against the table, or every case column present except ``x``.
+def group_columns(
+    frame: pl.DataFrame, x: str, by: str | Sequence[str] | None, *, reserved: Sequence[str] = ()
+) -> list[str]:
+    """Return ``by`` checked against the table, or every case column present except ``x``.
 
     With ``by=None``, ``host`` joins the case columns when it takes more than one value:
     two machines of one model report the same ``device``, and their curves (a fleet
-    run, several runs loaded together) must be analysed apart.
+    run, several runs loaded together) must be analysed apart. Every analysis groups
+    its trials with this one rule.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        The validated trial table.
+    x : str
+        The position column; never a group column.
+    by : str or sequence of str or None
+        The caller's group columns; ``None``: the rule above.
+    reserved : sequence of str, default ()
+        Other columns the analysis reads as positions (history's ``budget``): never
+        group columns either.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    RegimesInputError
+        When ``by`` names a column the table lacks, ``x`` or a reserved column.
     """
+    excluded = [x, *reserved]
     if by is None:
-        columns = present_case_columns(frame, exclude=(x,))
-        if HOST_COLUMN in frame.columns and x != HOST_COLUMN and frame[HOST_COLUMN].n_unique() > 1:
+        columns = present_case_columns(frame, exclude=excluded)
+        if (
+            HOST_COLUMN in frame.columns
+            and HOST_COLUMN not in excluded
+            and frame[HOST_COLUMN].n_unique() > 1
+        ):
             columns.append(HOST_COLUMN)
         return columns
-    group_columns = [by] if isinstance(by, str) else list(by)
-    missing = [c for c in group_columns if c not in frame.columns]
+    named = [by] if isinstance(by, str) else list(by)
+    missing = [c for c in named if c not in frame.columns]
     if missing:
         hints = " ".join(h for h in (closest_column(c, frame.columns) for c in missing) if h)
         raise RegimesInputError(
             f"by= names column(s) not in the trial table: {missing}; it has {frame.columns}"
             + (f"; {hints}" if hints else "; name columns it has, or by=[] for one curve")
         )
-    if x in group_columns:
+    if x in named:
         raise RegimesInputError(f"by= must not contain the x column {x!r}")
-    return group_columns
+    taken = [c for c in reserved if c in named]
+    if taken:
+        raise RegimesInputError(f"by= must not contain {taken}: the analysis reads them as x")
+    return named
 
 
 def _drop_duplicates(frame: pl.DataFrame) -> pl.DataFrame:
@@ -175,10 +207,10 @@ def prepare_trials(
         every cell holds a single trial.
     """
     frame = validate_trials(df, x=x, y=y)
-    group_columns = _group_columns(frame, x, by)
+    columns = group_columns(frame, x, by)
     frame = _drop_duplicates(frame)
-    group = pl.struct(group_columns).hash(seed=0) if group_columns else pl.lit(0, dtype=pl.UInt64)
+    group = pl.struct(columns).hash(seed=0) if columns else pl.lit(0, dtype=pl.UInt64)
     frame = frame.with_columns(
         _session_key(frame, session), pl.col(y).log().alias("_ly"), group.alias("_group")
     )
-    return _drop_single_trial_cells(frame, ["_group", x], x), group_columns
+    return _drop_single_trial_cells(frame, ["_group", x], x), columns

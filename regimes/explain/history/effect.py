@@ -12,11 +12,11 @@ from regimes._labels import text_label
 from regimes._result import AnalysisResult, native_library, untested_frame
 from regimes._stats.multitest import benjamini_hochberg
 from regimes._summary import Summary
+from regimes.data._prepare import group_columns as resolve_groups
 from regimes.data.schema import (
     RegimesInputError,
     as_polars,
     check_fraction,
-    present_case_columns,
     validate_trials,
 )
 from regimes.explain.history.fit import fit_curve
@@ -90,20 +90,6 @@ class HistoryResult(AnalysisResult):
         )
 
 
-def _group_columns(frame: pl.DataFrame, by: str | Sequence[str] | None, x: str) -> list[str]:
-    if by is None:
-        return present_case_columns(frame, exclude=(x, "budget"))
-    columns = [by] if isinstance(by, str) else list(by)
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise RegimesInputError(
-            f"by= names column(s) not in the trial table: {missing}; it has {frame.columns}"
-        )
-    if x in columns or "budget" in columns:
-        raise RegimesInputError(f"by= must not contain the x column {x!r} or 'budget'")
-    return columns
-
-
 def _trial_columns(frame: pl.DataFrame, group_columns: list[str], x: str, y: str) -> list[str]:
     wanted = [
         *(c for c in PROCESS_COLUMNS if c in frame.columns),
@@ -144,7 +130,8 @@ def history_effect(
         and ``y``.
     by : str or sequence of str, optional
         Columns that identify a curve; default every case column present
-        (``regimes.CASE_COLUMNS``), as :func:`regimes.detect_regimes` groups.
+        (``regimes.CASE_COLUMNS``) and ``host`` when it varies, as
+        :func:`regimes.detect_regimes` groups (``budget`` never is one).
     x : str, default "budget"
         The cells' coordinate (``budget``, ``total_tokens`` or another numeric column):
         each of its values gets its own level.
@@ -210,7 +197,7 @@ def history_effect(
     frame = as_polars(df)
     check_history_columns(frame)
     frame = validate_trials(frame, x=x, y=y, required=["budget", "order"], drop_warmup=False)
-    group_columns = _group_columns(frame, by, x)
+    group_columns = resolve_groups(frame, x, by, reserved=("budget",))
     replayed = replay(frame)
     if "warmup" not in replayed.columns:
         replayed = replayed.with_columns(pl.lit(False).alias("warmup"))

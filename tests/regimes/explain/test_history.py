@@ -259,6 +259,19 @@ def test_curves_are_fitted_apart_and_share_one_bh_correction():
     assert q[np.argmax(p)] == pytest.approx(p.max()) and (q >= p).all()
 
 
+def test_curves_of_two_hosts_are_fitted_apart_as_detection_groups_them():
+    one = history_sweep("none", seed=1).with_columns(pl.lit("host-a").alias("host"))
+    two = history_sweep("none", seed=2).with_columns(
+        pl.lit("host-b").alias("host"), pl.col("session") + 100
+    )
+    sweep = pl.concat([one, two])
+    result = history_effect(sweep)
+    assert result.group_columns[-1] == "host" and result.effects.height == 2
+    assert list(result.group_columns) == detect(sweep).group_columns
+    with pytest.raises(RegimesInputError, match="must not contain"):
+        history_effect(sweep, by=["model", "budget"])
+
+
 def test_scaling_latency_scales_the_cost_and_row_order_changes_nothing():
     sweep = history_sweep("none", seed=5)
     base = only_effect(history_effect(sweep))
