@@ -12,7 +12,7 @@ from regimes._labels import label_columns, text_label
 from regimes._result import INTERVAL_LEAD_COLUMNS, AnalysisResult
 from regimes._summary import Column, Summary, number
 
-__all__ = ["RegimeReport", "RegimeResult"]
+__all__ = ["RegimeResult"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -200,7 +200,3 @@ def _star(row: dict[str, Any]) -> str:
 
 _WHERE = {"interval": (_interval, "kind", _kind), "between": (_between, "sig", _star)}
 """Per table of the summary: where a row lies, the last column's heading and its text."""
-
-
-RegimeReport = RegimeResult
-"""Former name of :class:`RegimeResult`, kept for existing code."""

@@ -154,6 +154,7 @@ def test_cli_help_gives_the_detections_default_draws(command, capsys):
     ("module", "old", "new"),
     [
         ("regimes", "RegimeReport", "RegimeResult"),
+        ("regimes.detect", "RegimeReport", "RegimeResult"),
         ("regimes", "PhaseAttribution", "PhaseResult"),
         ("regimes", "MemoryConfound", "MemoryResult"),
         ("regimes", "BoundaryAlignment", "AlignmentResult"),
