@@ -3,12 +3,19 @@
 Short functions and files; no torch in the statistics; every layer imports only the
 layers below it: no import cycle among the modules of ``regimes`` and ``collectors``,
 and the statistics never import the measurement package, except where the command line
-wires the two together.
+wires the two together; the charts run no analysis. Every result's text comes from one
+summary builder, every group label from one labeller, every old name through one
+deprecation helper; the README's Layout names every module, and every module path the
+README and the docs mention exists. (That ``regimes report --baseline`` detects each run
+once is counted in tests/regimes/test_analysis.py.)
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -250,3 +257,178 @@ def test_the_import_graph_sees_lazy_imports_and_cycles():
     graph = _import_graph()
     assert graph["collectors.refine_command"]["collectors.refine"][1]  # inside a method
     assert _cycles({"a": {"b": (1, False)}, "b": {"a": (1, True)}, "c": {}}) == [["a", "b"]]
+
+
+# --- one summary builder, one labeller, renames through deprecation ----------------------
+
+SUMMARY_BUILDER = Path("regimes/_summary.py")
+LABELS = Path("regimes/_labels.py")
+
+
+def _regimes_trees():
+    for path in sorted((ROOT / "regimes").rglob("*.py")):
+        yield path.relative_to(ROOT), ast.parse(path.read_text())
+
+
+def _body(node: ast.FunctionDef) -> list[ast.stmt]:
+    """A function's statements without its docstring."""
+    return node.body[1:] if _docstring_lines(node) else node.body
+
+
+def test_every_summary_is_built_by_the_summary_builder():
+    """``summary()`` is ``self._summary().as_text()`` wherever it is defined, the notebook
+    view is the base class's, and only regimes/_summary.py lays text out in fixed width
+    (rules of ``=`` or ``-``, centred titles, wrapped paragraphs)."""
+    offenders = []
+    for path, tree in _regimes_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "summary":
+                body = [ast.unparse(statement) for statement in _body(node)]
+                if body != ["return self._summary().as_text()"]:
+                    offenders.append(f"{path}:{node.lineno} summary() builds its own text")
+            if isinstance(node, ast.FunctionDef) and node.name == "_repr_html_":
+                if path != Path("regimes/_result.py"):
+                    offenders.append(f"{path}:{node.lineno} its own _repr_html_")
+            if path == SUMMARY_BUILDER or path.parts[1] == "viz":
+                continue  # the charts wrap their descriptions; the builder does the rest
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Mult)
+                and any(
+                    isinstance(side, ast.Constant) and side.value in ("=", "-")
+                    for side in (node.left, node.right)
+                )
+            ):
+                offenders.append(f"{path}:{node.lineno} draws a rule")
+            if isinstance(node, ast.Attribute) and node.attr == "center":
+                offenders.append(f"{path}:{node.lineno} centres a title")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if "textwrap" in names or getattr(node, "module", None) == "textwrap":
+                    offenders.append(f"{path}:{node.lineno} wraps text itself")
+    assert not offenders, offenders
+
+
+def _varying_columns(node: ast.AST) -> bool:
+    """``[c for c in columns if <frame>.get_column(c).n_unique() > 1]`` (or ``frame[c]``)."""
+    if not isinstance(node, ast.ListComp) or len(node.generators) != 1:
+        return False
+    target = node.generators[0].target
+    for condition in node.generators[0].ifs:
+        if not (isinstance(condition, ast.Compare) and isinstance(condition.left, ast.Call)):
+            continue
+        call = condition.left.func
+        uses_target = any(
+            isinstance(n, ast.Name) and isinstance(target, ast.Name) and n.id == target.id
+            for n in ast.walk(condition.left)
+        )
+        if isinstance(call, ast.Attribute) and call.attr == "n_unique" and uses_target:
+            return True
+    return False
+
+
+def test_groups_are_labelled_in_one_place():
+    """Which group columns vary (else the model), and the text ``c=v, ...`` of a label,
+    are written once, in regimes/_labels.py; the rule that picks the group columns of a
+    trial table is written once, in regimes/data/_prepare.py."""
+    offenders = []
+    for path, tree in _regimes_trees():
+        for node in ast.walk(tree):
+            if path != LABELS and _varying_columns(node):
+                offenders.append(f"{path}:{node.lineno} finds the varying columns itself")
+            if path != LABELS and isinstance(node, ast.Constant) and node.value == "all rows":
+                offenders.append(f"{path}:{node.lineno} writes a group label itself")
+        for node in tree.body:  # module functions (a result's property reads its own)
+            if (
+                isinstance(node, ast.FunctionDef)
+                and node.name.strip("_") == "group_columns"
+                and path != Path("regimes/data/_prepare.py")
+            ):
+                offenders.append(f"{path}:{node.lineno} chooses group columns itself")
+    assert not offenders, offenders
+
+
+def test_the_labeller_check_sees_the_pattern_it_forbids():
+    tree = ast.parse("[c for c in columns if frame.get_column(c).n_unique() > 1]")
+    assert _varying_columns(tree.body[0].value)
+    assert not _varying_columns(ast.parse("[c for c in columns if c]").body[0].value)
+
+
+def _module_aliases(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """Public names a module binds to a class or function it defines or imports."""
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))} | {
+        (a.asname or a.name).split(".")[0]
+        for n in tree.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    found = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
+            continue
+        for target in node.targets:
+            name = getattr(target, "id", "")
+            public = name and not name.startswith("_") and not name.isupper()
+            if public and node.value.id in defined:
+                found.append((node.lineno, name, node.value.id))
+    return found
+
+
+def test_old_names_go_through_deprecation():
+    """No module keeps an old name as a silent alias (``Old = New``): it answers it in
+    ``__getattr__`` through ``regimes._deprecation.renamed``, which warns with the
+    release that removes it."""
+    offenders = [
+        f"{path}:{line} {old} = {new}"
+        for path, tree in _regimes_trees()
+        for line, old, new in _module_aliases(tree)
+    ]
+    assert not offenders, offenders
+    assert _module_aliases(ast.parse("class New: ...\nOld = New\n_private = New")) == [
+        (2, "Old", "New")
+    ]
+
+
+def _layout() -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme.split("## Layout", 1)[1].split("```")[1]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_readme_layout_names_every_public_module_and_private_package(package):
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _layout()))
+    unnamed = [
+        path.name
+        for path in sorted((ROOT / package).iterdir())
+        if (path.suffix == ".py" and not path.name.startswith("_"))
+        or (path.is_dir() and (path / "__init__.py").exists())
+        if (path.stem if path.suffix == ".py" else path.name) not in words
+    ]
+    assert not unnamed, f"README's Layout does not name {package}/{unnamed}"
+
+
+def _mentioned_names() -> set[tuple[str, str]]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    dotted = r"\b((?:regimes|collectors)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)"
+    return {(name, page.name) for page in pages for name in re.findall(dotted, page.read_text())}
+
+
+def test_every_module_and_name_the_readme_and_docs_mention_exists():
+    has_torch = importlib.util.find_spec("torch") is not None
+    missing = []
+    for name, page in sorted(_mentioned_names()):
+        if name.startswith("collectors") and not has_torch:
+            continue  # the collectors import torch; the analysis-only environments lack it
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                found: object = importlib.import_module(".".join(parts[:i]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for attribute in parts[i:]:
+            found = getattr(found, attribute, None)
+        if found is None:
+            missing.append(f"{page}: {name}")
+    assert not missing, missing
+    assert len(_mentioned_names()) >= 20
