@@ -3,7 +3,9 @@
 Every session runs in a new Python process (:mod:`collectors.worker`), which reports
 progress as JSON lines on its stdout. A session process that dies outright (a native
 crash, the out-of-memory killer) is charged to the case it was running, as an error
-row of type ``WorkerCrash``, and a new process takes over the rest of the session.
+row of type ``WorkerCrash``, and a new process takes over the rest of the session; one
+that stops on an error it reports (a ``stopped`` event: an endpoint's server gone) is
+charged to no case, and the sweep stops, to be resumed.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ def _run_worker(
             if not isinstance(event, dict) or "event" not in event:
                 sink.write(line.rstrip("\n"))
                 continue
-            if event["event"] in ("start", "load"):
+            if event["event"] in ("start", "load", "stopped"):
                 in_flight = event
             elif event["event"] in ("trial", "skip"):
                 in_flight = None
@@ -184,6 +186,12 @@ def run_process_session(
         )
         if returncode in statuses:
             return statuses[returncode]
+        if in_flight is not None and in_flight["event"] == "stopped":
+            messages.append(
+                f"session {session} stopped: {in_flight['message']} (every trial written "
+                "before it is kept: rerun the same command to resume)"
+            )
+            return "failed"
         rows = crash_error_rows(writer.run_id, spec, session, in_flight, returncode)
         if not rows:
             messages.append(

@@ -187,11 +187,16 @@ def probe_fleet(client: Any, wait_s: float = 10.0) -> dict[str, Host]:
 def _fleet_meta(spec: SweepSpec, command: list[str] | None) -> dict[str, Any]:
     from .environment import environment_metadata
 
-    return {
+    meta = {
         "spec": spec.to_dict(),
         "command": command if command is not None else list(sys.argv),
         "environment": environment_metadata(()),
     }
+    if spec.endpoint is not None:
+        from .endpoint._provenance import endpoint_metadata
+
+        meta["endpoint"] = endpoint_metadata(spec.endpoint)
+    return meta
 
 
 def _warn_noisy(hosts: dict[str, Host]) -> None:

@@ -9,7 +9,8 @@ parent can trust every line it reads.
 
 Exit status: 0 the session is done, 3 the ``--deadline`` passed (the trial in flight,
 and the first measured trial of a case whose warm-ups had begun, were finished first),
-130 interrupted, 2 the run directory is unusable. The session also stops, as if
+130 interrupted, 2 the run directory is unusable or the session cannot go on (an
+endpoint's server gone: a ``stopped`` event says why). The session also stops, as if
 interrupted, when its parent process is gone.
 """
 
@@ -76,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the parent stopped reading: it is gone
         return EXIT_CODES["interrupted"]
     except (RegimesInputError, KeyError) as exc:
+        # said to the parent too: a server gone mid-session is no crash of the case
+        emit({"event": "stopped", "message": str(exc)})
         print(f"collectors.worker: error: {exc}", file=sys.stderr)
         return 2
     if outcome.stopped == "orphaned":

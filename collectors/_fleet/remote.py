@@ -47,10 +47,22 @@ def offered_backends() -> tuple[str, ...]:
     """
     from ..backends import available_backends
 
-    available = available_backends()
+    available = available_backends() + _endpoint_client()
     wanted = os.environ.get("REGIMES_BACKENDS", "")
     names = {name.strip() for name in wanted.split(",") if name.strip()}
     return tuple(b for b in available if b in names) if names else available
+
+
+def _endpoint_client() -> tuple[str, ...]:
+    """``("endpoint",)`` where the ``serve`` extra is installed: this host can send requests."""
+    try:
+        import httpx  # noqa: F401
+        import httpx_sse  # noqa: F401
+    except ImportError:
+        return ()
+    from ..endpoint._config import BACKEND
+
+    return (BACKEND,)
 
 
 def _under_nanny() -> bool:
@@ -99,11 +111,12 @@ def probe() -> dict[str, Any]:
     describe the worker process, not the sessions. ``hygiene`` is how quiet the machine
     is (:func:`collectors.hygiene.machine_state`), as a local sweep records it.
     """
+    from ..backends import BACKEND_NAMES
     from ..environment import environment_metadata
     from ..hygiene import machine_state
 
     offered = offered_backends()
-    environment = environment_metadata(offered)
+    environment = environment_metadata([b for b in offered if b in BACKEND_NAMES])
     host = host_name()
     environment["hostname"] = host
     _, unpinned = session_environment()
@@ -112,7 +125,7 @@ def probe() -> dict[str, Any]:
     for key in ("torch_threads", "torch_interop_threads"):
         environment.pop(key, None)
     environment["hygiene"] = machine_state()
-    devices = {b: environment["backends"][b].get("device") for b in offered}
+    devices = {b: environment["backends"].get(b, {}).get("device") for b in offered}
     return {"host": host, "backends": list(offered), "devices": devices, "environment": environment}
 
 
