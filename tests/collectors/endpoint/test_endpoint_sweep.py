@@ -14,7 +14,7 @@ from collectors.sweep import collect_budgets, run_sweep
 
 
 def _sweep(data, path, **kwargs):
-    return run_sweep(SweepSpec.from_dict(data), path, progress=False, **kwargs)
+    return run_sweep(SweepSpec.from_dict(data), path, **{"progress": False, **kwargs})
 
 
 def _log(path, event):
@@ -82,13 +82,23 @@ def test_a_refused_ignore_eos_is_said_once_and_recorded(fake_server, endpoint_sp
 
 
 def test_a_server_that_does_not_stream_gives_end_to_end_trials_and_says_so(
-    fake_server, endpoint_spec, tmp_path
+    fake_server, endpoint_spec, tmp_path, capsys
 ):
     fake_server.behaviour.stream = False
-    assert _sweep(endpoint_spec, tmp_path / "run").status == "complete"
+    assert _sweep(endpoint_spec, tmp_path / "run", progress=True).status == "complete"
+    said = [line for line in capsys.readouterr().err.splitlines() if "does not stream" in line]
+    assert len(said) == 1 and said[0].startswith("collect: session 0: the server does not")
     run = regimes.read_run(tmp_path / "run")
     assert run.trials["prefill_s"].is_null().all() and not run.trials["instrumented"].any()
     assert run.steps.height == 0 and len(_log(tmp_path / "run", "not streaming")) == 1
+
+
+def test_the_key_is_sent_and_never_stored(fake_server, endpoint_spec, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SERVER_KEY", "sk-never-stored-4711")
+    endpoint_spec["endpoint"]["api_key_env"] = "FAKE_SERVER_KEY"
+    assert _sweep(endpoint_spec, tmp_path / "run").status == "complete"
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file())
+    assert b"sk-never-stored" not in stored and b"FAKE_SERVER_KEY" in stored
 
 
 def test_retries_of_429_and_503_are_recorded(fake_server, endpoint_spec, tmp_path):
