@@ -45,6 +45,7 @@ class Behaviour:
     models_status: int = 200
     tokens_per_event: int = 1
     restart_after: int | None = None  # generations before the version changes (a restart)
+    on_generate: Any = None  # called with the number of generations so far
 
 
 class FakeServer:
@@ -86,6 +87,8 @@ class FakeServer:
         body = await request.json()
         self.requests.append(("POST", request.url.path, body))
         b = self.behaviour
+        if b.on_generate is not None:
+            b.on_generate(len(self.requests))
         if b.restart_after is not None and len(self.requests) > b.restart_after:
             b.version, b.restart_after = b.version + "-restarted", None
         if b.statuses:
@@ -119,9 +122,10 @@ class FakeServer:
 class LoopbackServer:
     """Run an ASGI app with uvicorn in a thread, on a free loopback port."""
 
-    def __init__(self, app: Any):
+    def __init__(self, app: Any, port: int = 0):
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="error", lifespan="off")
         self.server = uvicorn.Server(config)

@@ -117,6 +117,31 @@ def test_a_server_that_stays_overloaded_stops_the_sweep_keeping_every_trial(
     assert regimes.load(tmp_path / "run").filter(~pl.col("warmup")).height == 4
 
 
+def test_a_server_that_goes_down_mid_sweep_stops_it_and_a_rerun_resumes(endpoint_spec, tmp_path):
+    from .conftest import FakeServer, LoopbackServer
+
+    fake = FakeServer()
+    first = LoopbackServer(fake.app)
+    endpoint_spec["endpoint"]["url"] = first.url
+
+    def stop_at(n: int) -> None:
+        if n >= 8:
+            # as a killed server: its connections close, the generation in flight is lost
+            first.server.should_exit = first.server.force_exit = True
+
+    fake.behaviour.on_generate = stop_at
+    with first, pytest.raises(ServerUnavailable, match="cannot reach the server.*resume"):
+        _sweep(endpoint_spec, tmp_path / "run")
+    kept = regimes.load(tmp_path / "run").height
+    assert 0 < kept < 6
+    fake.behaviour.on_generate = None
+    with LoopbackServer(fake.app, port=first.port):
+        assert _sweep(endpoint_spec, tmp_path / "run").status == "complete"
+    trials = regimes.load(tmp_path / "run").filter(~pl.col("warmup"))
+    assert trials.height == 4 and trials.select("budget", "trial").is_unique().all()
+    assert regimes.read_run(tmp_path / "run").errors.height == 0
+
+
 def test_a_server_that_is_down_refuses_to_start_and_creates_nothing(endpoint_spec, tmp_path):
     endpoint_spec["endpoint"]["url"] = "http://127.0.0.1:9/v1"
     with pytest.raises(ServerUnavailable, match="cannot reach the server.*resume"):
