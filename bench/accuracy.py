@@ -25,7 +25,10 @@ Figures, each with a 95 % Clopper-Pearson interval:
 * coverage of the per-cell interval of the median, per design (trials x sessions);
 * the published gpt2-medium example with 5 synthetic trials per budget at 10 % CV.
 
-Run: ``python bench/accuracy.py [--curves 200] [--workers 1] [--only NAME]``.
+The figures go to ``--out`` (default ``bench/results/accuracy.json``, see
+``bench/record.py``); a run with ``--only`` is written only to an ``--out`` given.
+
+Run: ``python bench/accuracy.py [--curves 200] [--workers 1] [--only NAME] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -44,10 +47,10 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from statsmodels.stats.proportion import proportion_confint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from record import Record, Section  # noqa: E402
 from scenarios import Anomaly, Design, make_curves  # noqa: E402
 
 from regimes import RegimesWarning, detect_regimes  # noqa: E402
@@ -236,14 +239,6 @@ def cells_of(frame: pl.DataFrame) -> pl.DataFrame:
         return detect_regimes(frame).curve.select("model", "budget", "ci_low", "ci_high")
 
 
-def rate(hits: int, n: int) -> str:
-    """``hits / n`` with its 95 % Clopper-Pearson interval."""
-    if not n:
-        return "-  (0/0)"
-    low, high = proportion_confint(hits, n, alpha=0.05, method="beta")
-    return f"{hits / n:.3f}  ({hits}/{n}; 95% CI {low:.3f}-{high:.3f})"
-
-
 def _matches(truth: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     """Pairs of a true anomaly and a reported one of the same sign that overlap."""
     pairs = truth.with_row_index("truth").join(found.with_row_index("found"), on="model")
@@ -252,22 +247,27 @@ def _matches(truth: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     return pairs.filter(same_sign & overlap)
 
 
-def score_null(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
+def score_null(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) -> list[str]:
     """Share of curves with any reported anomaly."""
     hits = found.get_column("model").n_unique()
-    return [f"  share of curves with any anomaly: {rate(hits, n)}"]
+    return [out.rate("share of curves with any anomaly", hits, n)]
 
 
-def score_limit(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
+def score_limit(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) -> list[str]:
     """Share of curves with any anomaly where the data cannot tell a lottery from one."""
     hits = found.get_column("model").n_unique()
     return [
-        f"  share of curves with any anomaly: {rate(hits, n)}",
+        out.rate("share of curves with any anomaly", hits, n),
         "  (a slow process that is the only one at its budget is a one-budget spike in the data)",
     ]
 
 
-def score_anomaly(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
+METRIC_BIAS = "estimated / true ratio (median, 10-90 %)"
+"""The bias figure: its value is the median, its ``low`` and ``high`` the 10th and 90th
+percentiles (a spread, not an interval)."""
+
+
+def score_anomaly(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) -> list[str]:
     """Recall, boundaries, precision, ratio coverage and bias."""
     pairs = _matches(truth, found)
     recalled = pairs.get_column("truth").n_unique()
@@ -295,42 +295,50 @@ def score_anomaly(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]
         (pl.col("ratio_right") / pl.col("ratio")).quantile(q).alias(str(q)) for q in (0.5, 0.1, 0.9)
     )
     lines = [
-        f"  recall (a reported anomaly overlaps the truth): {rate(recalled, truth.height)}",
-        "  both boundaries within one grid step: "
-        f"{rate(exact.get_column('truth').n_unique(), recalled)} of those found",
-        "  precision of reported intervals: "
-        f"{rate(pairs.get_column('found').n_unique(), found.height)}",
-        f"  ratio CI covers the true ratio: {rate(covered.height, best.height)}",
+        out.rate("recall (a reported anomaly overlaps the truth)", recalled, truth.height),
+        out.rate(
+            "both boundaries within one grid step, of those found",
+            exact.get_column("truth").n_unique(),
+            recalled,
+        ),
+        out.rate(
+            "precision of reported intervals", pairs.get_column("found").n_unique(), found.height
+        ),
+        out.rate("ratio CI covers the true ratio", covered.height, best.height),
     ]
     if best.height:
-        lines.append(
-            "  estimated / true ratio: median {:.3f}, 10-90 % {:.3f}-{:.3f}".format(*bias.row(0))
-        )
+        median, low, high = bias.row(0)
+        text = f"median {median:.3f}, 10-90 % {low:.3f}-{high:.3f}"
+        lines.append(out.value(METRIC_BIAS, median, text, low=low, high=high, n=best.height))
     return lines
 
 
-def score_edge(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
+def score_edge(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) -> list[str]:
     """Anomaly figures, plus the share reported as an edge with unknown recovery."""
     pairs = _matches(truth, found)
     edge = pairs.filter((pl.col("kind_right") == "edge") & pl.col("recovered").is_null())
     return [
-        *score_anomaly(truth, found, n),
-        f"  reported as kind='edge', recovered null: "
-        f"{rate(edge.get_column('truth').n_unique(), truth.height)}",
+        *score_anomaly(truth, found, n, out),
+        out.rate(
+            "reported as kind='edge', recovered null",
+            edge.get_column("truth").n_unique(),
+            truth.height,
+        ),
     ]
 
 
-def score_both(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
+def score_both(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) -> list[str]:
     """Dips analysed both ways: found, and alone."""
     pairs = _matches(truth, found)
     alone = found.group_by("model").len().filter(pl.col("len") == 1).get_column("model")
     only = pairs.filter(pl.col("model").is_in(alone.implode()))
+    increased = found.filter(pl.col("ratio") > 1).get_column("model").n_unique()
     return [
-        *score_anomaly(truth, found, n),
-        f"  curves reporting the dip and nothing else: "
-        f"{rate(only.get_column('model').n_unique(), n)}",
-        "  curves reporting any increase: "
-        f"{rate(found.filter(pl.col('ratio') > 1).get_column('model').n_unique(), n)}",
+        *score_anomaly(truth, found, n, out),
+        out.rate(
+            "curves reporting the dip and nothing else", only.get_column("model").n_unique(), n
+        ),
+        out.rate("curves reporting any increase", increased, n),
     ]
 
 
@@ -351,7 +359,7 @@ def _assigned(truth: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def score_neighbours(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[str]:
+def score_neighbours(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) -> list[str]:
     """Both anomalies of each curve found, each with its own ratio.
 
     A reported anomaly counts for one truth only (:func:`_assigned`): a spike reported
@@ -366,14 +374,15 @@ def score_neighbours(truth: pl.DataFrame, found: pl.DataFrame, n: int) -> list[s
             pl.col("found").is_in(own.get_column("found").implode())
         )
         lines.append(f"  -- the {kind} (each reported anomaly matched to one truth):")
-        lines += score_anomaly(part.drop("truth"), mine.drop("found"), n)
+        own_section = out.record.section(f"{out.name}: the {kind}")
+        lines += score_anomaly(part.drop("truth"), mine.drop("found"), n, own_section)
     per_curve = pairs.group_by("model").agg(pl.col("found").n_unique().alias("distinct"))
     both = per_curve.filter(pl.col("distinct") == 2).height
-    lines.append(f"  curves with both found as two anomalies: {rate(both, n)}")
+    lines.append(out.rate("curves with both found as two anomalies", both, n))
     return lines
 
 
-SCORES: dict[str, Callable[[pl.DataFrame, pl.DataFrame, int], list[str]]] = {
+SCORES: dict[str, Callable[[pl.DataFrame, pl.DataFrame, int, Section], list[str]]] = {
     "null": score_null,
     "limit": score_limit,
     "anomaly": score_anomaly,
@@ -391,16 +400,18 @@ def scenario_seed(scenario: Scenario, seed: int) -> int:
     return seed * 1000 + zlib.crc32(scenario.name.encode()) % 1000
 
 
-def run_scenario(scenario: Scenario, n_curves: int, seed: int, pool: Any) -> list[str]:
+def run_scenario(
+    scenario: Scenario, n_curves: int, seed: int, pool: Any, out: Section
+) -> list[str]:
     """Simulate, analyse and score one scenario."""
     frames, truth, _ = make_curves(scenario.design, n_curves, seed)
     jobs = [(f, scenario.direction, scenario.min_ratio) for f in frames]
     found = pl.concat(list(pool.map(analyse, jobs)))
     truth = truth.with_columns(pl.col("ratio"))
-    return SCORES[scenario.score](truth, found, n_curves)
+    return SCORES[scenario.score](truth, found, n_curves, out)
 
 
-def coverage(n_curves: int, seed: int, pool: Any) -> list[str]:
+def coverage(n_curves: int, seed: int, pool: Any, out: Section) -> list[str]:
     """Coverage of each cell's 95 % interval of the median, per design."""
     lines = [f"  {'trials':>6} {'sessions':>8} {'session sd':>10}  coverage of the true median"]
     for k, (trials, sessions, session_sd) in enumerate(COVERAGE):
@@ -413,7 +424,9 @@ def coverage(n_curves: int, seed: int, pool: Any) -> list[str]:
             (pl.col("ci_low") <= pl.col("true_median"))
             & (pl.col("ci_high") >= pl.col("true_median"))
         ).height
-        lines.append(f"  {trials:>6} {sessions:>8} {session_sd:>10}  {rate(hits, cells.height)}")
+        design_name = f"{trials} trials x {sessions} sessions, session sd {session_sd}"
+        shown = out.record.rate(out.name, design_name, hits, cells.height)
+        lines.append(f"  {trials:>6} {sessions:>8} {session_sd:>10}  {shown}")
     return lines
 
 
@@ -445,7 +458,7 @@ def _fixed_interval_p(frame: pl.DataFrame, seed: int) -> float:
     return float(2.0 * stats.t.sf(z, float(test.df[0])))
 
 
-def fixed_intervals(n_curves: int, seed: int) -> list[str]:
+def fixed_intervals(n_curves: int, seed: int, out: Section) -> list[str]:
     """Share of null curves whose fixed-interval test has p < 0.05, by slow-kernel design."""
     lines = []
     fresh = BASE.with_(sessions=1, session_design="per_cell")
@@ -465,11 +478,11 @@ def fixed_intervals(n_curves: int, seed: int) -> list[str]:
     ):
         frames, _, _ = make_curves(design.with_(n_budgets=(16, 40)), n_curves, seed)
         p = np.asarray([_fixed_interval_p(f, seed + k) for k, f in enumerate(frames)])
-        lines.append(f"  {name}: p < 0.05 in {rate(int((p < 0.05).sum()), p.size)}")
+        lines.append(out.rate(f"{name}, p < 0.05", int((p < 0.05).sum()), p.size))
     return lines
 
 
-def published(n_seeds: int) -> list[str]:
+def published(n_seeds: int, out: Section) -> list[str]:
     """Score the published gpt2-medium example over many synthetic draws."""
     exact_one, covers = 0, 0
     ratios = []
@@ -481,10 +494,11 @@ def published(n_seeds: int) -> list[str]:
             exact_one += 1
             covers += a["ratio_low"][0] <= truth <= a["ratio_high"][0]
             ratios.append(a["ratio"][0])
+    median = float(np.median(ratios)) if ratios else float("nan")
     return [
-        f"  exactly one anomaly, 512 to 624: {rate(exact_one, n_seeds)}",
-        f"  ratio CI covers the published geometric ratio {truth:.2f}x: {rate(covers, exact_one)}",
-        f"  median ratio estimate: {np.median(ratios) if ratios else float('nan'):.2f}x",
+        out.rate("exactly one anomaly, 512 to 624", exact_one, n_seeds),
+        out.rate(f"ratio CI covers the published geometric ratio {truth:.2f}x", covers, exact_one),
+        out.value("median ratio estimate", median, f"{median:.2f}x", unit="x", n=len(ratios)),
     ]
 
 
@@ -495,7 +509,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", default=None, help="run scenarios whose name contains this")
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
+    record = Record("accuracy", vars(args))
     print(f"detect_regimes accuracy: {args.curves} synthetic curves per scenario, seed {args.seed}")
     # spawn, not fork: polars' thread pool does not survive a fork
     context = multiprocessing.get_context("spawn")
@@ -504,18 +520,24 @@ def main() -> None:
             if args.only and args.only not in scenario.name:
                 continue
             started = time.perf_counter()
-            lines = run_scenario(scenario, args.curves, scenario_seed(scenario, args.seed), pool)
+            seed = scenario_seed(scenario, args.seed)
+            lines = run_scenario(scenario, args.curves, seed, pool, record.section(scenario.name))
             print(f"\n{scenario.name}  [{time.perf_counter() - started:.0f} s]")
             print("\n".join(lines), flush=True)
         if not args.only or "fixed" in args.only:
-            print("\nfixed-interval test (compare_backends, cache_speedup) on null curves")
-            print("\n".join(fixed_intervals(args.curves, args.seed * 131)))
+            title = "fixed-interval test (compare_backends, cache_speedup) on null curves"
+            print(f"\n{title}")
+            print("\n".join(fixed_intervals(args.curves, args.seed * 131, record.section(title))))
         if not args.only or "coverage" in args.only:
-            print("\ncoverage of per-cell 95 % intervals (no hiccups)")
-            print("\n".join(coverage(max(10, args.curves // 10), args.seed * 7919, pool)))
+            title = "coverage of per-cell 95 % intervals (no hiccups)"
+            print(f"\n{title}")
+            n_curves = max(10, args.curves // 10)
+            print("\n".join(coverage(n_curves, args.seed * 7919, pool, record.section(title))))
     if not args.only or "published" in args.only:
-        print("\npublished gpt2-medium (MPS), 5 synthetic trials per budget, CV 10 %, 200 seeds")
-        print("\n".join(published(200)))
+        title = "published gpt2-medium (MPS), 5 synthetic trials per budget, CV 10 %, 200 seeds"
+        print(f"\n{title}")
+        print("\n".join(published(200, record.section(title))))
+    record.write(args.out, partial=args.only is not None)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ warm-up trends hit both equally):
   each step's own time; what it cannot stretch is the call's return path).
 
 For each budget the table shows the median latency of each arm and the median of the
-per-pair ratios with its interquartile range. Run::
+per-pair ratios with its interquartile range. The figures go to ``--out`` (default
+``bench/results/collector_overhead-BACKEND.json``, see ``bench/record.py``). Run::
 
     python bench/collector_overhead.py                      # tiny-gpt2 on the CPU
     python bench/collector_overhead.py --backend cuda --model gpt2 --budgets 32 128 512
@@ -28,9 +29,11 @@ import argparse
 import statistics
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from time import perf_counter
 
 import torch
+from record import Record
 
 from collectors.backends import get_backend
 from collectors.engines import run_generation
@@ -118,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch.set_num_threads for the run"
     )
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args(argv)
+    record = Record(f"collector_overhead-{args.backend}", vars(args))
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -163,11 +168,26 @@ def main(argv: list[str] | None = None) -> int:
         }
         for label, (arm_a, arm_b) in comparisons.items():
             result = paired(arm_a, arm_b, args.pairs, args.warmup)
+            section = f"{label}, budget {budget}"
+            record.value(section, "A median", result["a_ms"], unit="ms", n=args.pairs)
+            record.value(section, "B median", result["b_ms"], unit="ms", n=args.pairs)
+            record.value(
+                section,
+                "A/B median ratio (interquartile range)",
+                result["ratio"],
+                unit="x",
+                low=result["q1"],
+                high=result["q3"],
+                n=args.pairs,
+            )
             iqr = f"[{result['q1']:.4f}, {result['q3']:.4f}]"
             print(
                 f"{label:<24}{budget:>7}{result['a_ms']:>11.2f}{result['b_ms']:>11.2f}"
                 f"{result['ratio']:>12.4f}{iqr:>18}"
             )
+    record.options["device"] = backend.device_name()
+    record.options["torch"] = torch.__version__
+    record.write(args.out)
     return 0
 
 

@@ -29,20 +29,23 @@ Then the shift's power with more processes or quieter ones, and the harder case 
 2x one-budget spike removed with 3 trials in a single process a run (where ``vanished``
 needs the new run's power at that budget).
 
-Run: ``python bench/compare_calibration.py [--pairs 200] [--workers 1]``.
+The figures go to ``--out`` (default ``bench/results/compare_calibration.json``, see
+``bench/record.py``): one row per scenario or design and figure.
+
+Run: ``python bench/compare_calibration.py [--pairs 200] [--workers 1] [--out PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import polars as pl
-from statsmodels.stats.proportion import proportion_confint
+from record import Record
 
 from regimes import RegimesWarning
 from regimes._compare.synthetic import EXPECTED_STATUSES as EXPECTED
@@ -91,22 +94,29 @@ def one_pair(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def rate(hits: int, n: int) -> str:
-    if n == 0:
-        return "-"
-    low, high = proportion_confint(hits, n, alpha=0.05, method="beta")
-    return f"{hits}/{n} = {hits / n:.3f} [{low:.3f}, {high:.3f}]"
-
-
 def run(scenario: str, design: dict[str, Any], pairs: int, pool: Any) -> dict[str, int]:
     jobs = [(scenario, seed, design) for seed in range(pairs)]
     results = list(pool.map(one_pair, jobs, chunksize=4) if pool else map(one_pair, jobs))
     return {k: sum(r[k] for r in results) for k in results[0]}
 
 
-def row(what: str, c: dict[str, int], n: int, columns: tuple[str, ...]) -> str:
+FIGURES = {
+    "expected": "expected statuses",
+    "false_status": "false status",
+    "false_budget": "false budget",
+    "shift_significant": "shift significant",
+    "shift_covered": "shift covered",
+    "rr_covered": "ratio of ratios covered",
+}
+"""Each counted figure and its name in the table and the JSON rows."""
+
+
+def row(record: Record, what: str, c: dict[str, int], n: int, columns: tuple[str, ...]) -> str:
+    """Record one scenario's rates and return its line of the printed table."""
     cells = [
-        rate(c["rr_covered"], c["rr_tested"]) if k == "rr_covered" else rate(c[k], n)
+        record.rate(what, FIGURES[k], c["rr_covered"], c["rr_tested"])
+        if k == "rr_covered"
+        else record.rate(what, FIGURES[k], c[k], n)
         for k in columns
     ]
     return "| " + " | ".join([what, *cells]) + " |"
@@ -137,25 +147,26 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=200, help="pairs per main scenario")
     parser.add_argument("--extra", type=int, default=100, help="pairs per extra design")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
+    record = Record("compare_calibration", dict(vars(args), alpha=ALPHA))
     pool = ProcessPoolExecutor(args.workers) if args.workers > 1 else None
-    started = time.perf_counter()
     print(f"main design: {args.pairs} pairs per scenario, alpha={ALPHA}")
-    head = ["scenario", "expected statuses", "false status", "false budget"]
-    head += ["shift significant", "shift covered", "ratio of ratios covered"]
+    columns = (*MAIN, "rr_covered")
+    head = ["scenario", *(FIGURES[k] for k in columns)]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for scenario, what in SCENARIOS.items():
         c = run(scenario, {}, args.pairs, pool)
-        print(row(what, c, args.pairs, (*MAIN, "rr_covered")), flush=True)
+        print(row(record, what, c, args.pairs, columns), flush=True)
     print(f"\nother designs: {args.extra} pairs each")
-    head = ["design", "expected statuses", "false status", "shift significant"]
-    head += ["shift covered", "ratio of ratios covered"]
+    columns = ("expected", "false_status", "shift_significant", "shift_covered", "rr_covered")
+    head = ["design", *(FIGURES[k] for k in columns)]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for what, scenario, design in EXTRA:
         c = run(scenario, design, args.extra, pool)
-        columns = ("expected", "false_status", "shift_significant", "shift_covered", "rr_covered")
-        print(row(what, c, args.extra, columns), flush=True)
-    print(f"\n{time.perf_counter() - started:.0f} s")
+        print(row(record, what, c, args.extra, columns), flush=True)
+    print(f"\n{record.meta()['seconds']:.0f} s")
+    record.write(args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ Every row is synthetic (``run_id`` and ``model`` start with ``synthetic-``): per
 curves (models x cache) over 50 budgets, smooth linear trends with multiplicative
 log-normal noise, 5 sessions, one curve per host with a 3x spike over two budgets.
 
-Run: ``python bench/fleet_scale.py [--hosts 10] [--rows 1000000] [--repeats 3]``.
+The figures go to ``--out`` (default ``bench/results/fleet_scale.json``, see
+``bench/record.py``).
+
+Run: ``python bench/fleet_scale.py [--hosts 10] [--rows 1000000] [--repeats 3] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from record import Record
 
 CURVES, BUDGETS, SESSIONS = 20, 50, 5
 
@@ -134,11 +138,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="trials per host")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.child:
         child(rest, args.child)
         return
+    record = Record("fleet_scale", {k: v for k, v in vars(args).items() if k != "child"})
     load_average = os.getloadavg()[0]
     print(f"{platform.platform()}, {os.cpu_count()} CPU(s), load average {load_average:.1f}")
     with tempfile.TemporaryDirectory(prefix="regimes-fleet-scale-") as tmp:
@@ -149,12 +155,23 @@ def main() -> None:
         for label, subset in (("1 host", paths[:1]), (f"{args.hosts} hosts", paths)):
             for step in ("load", "scan", "detect"):
                 results[(label, step)] = measure(subset, step, args.repeats)
-    report(results, args.hosts, args.repeats)
+    record.options["disk_mib"] = round(disk / 2**20, 1)
+    report(results, args.hosts, args.repeats, record)
+    record.write(args.out)
 
 
-def report(results: dict[tuple[str, str], dict[str, float]], hosts: int, repeats: int) -> None:
-    """Print the table and the ratios of all hosts against one."""
+def report(
+    results: dict[tuple[str, str], dict[str, float]], hosts: int, repeats: int, record: Record
+) -> None:
+    """Print the table and the ratios of all hosts against one, and record them."""
     many_label = f"{hosts} hosts"
+    for (label, step), figures in results.items():
+        section = f"{label}, {step}"
+        record.value(section, "rows", figures["rows"], unit="rows")
+        record.value(
+            section, "seconds", figures[f"{'detect' if step == 'detect' else 'load'}_s"], unit="s"
+        )
+        record.value(section, "peak memory", figures["peak_bytes"] / 2**20, unit="MiB")
     print(
         f"{'':>10} {'rows':>12} {'load s':>8} {'load MiB':>9} {'scan 1 host s':>14} "
         f"{'scan MiB':>9} {'detect s':>9} {'peak MiB':>9}"
@@ -170,6 +187,11 @@ def report(results: dict[tuple[str, str], dict[str, float]], hosts: int, repeats
         )
     one, many = results[("1 host", "detect")], results[(many_label, "detect")]
     load_ratio = results[(many_label, "load")]["load_s"] / results[("1 host", "load")]["load_s"]
+    section = f"{many_label} / 1 host, medians of {repeats}"
+    record.value(section, "rows", many["rows"] / one["rows"], unit="x")
+    record.value(section, "load", load_ratio, unit="x")
+    record.value(section, "detect", many["detect_s"] / one["detect_s"], unit="x")
+    record.value(section, "peak memory", many["peak_bytes"] / one["peak_bytes"], unit="x")
     print(
         f"{many_label} / 1 host (medians of {repeats}): rows {many['rows'] / one['rows']:.0f}x, "
         f"load {load_ratio:.1f}x, detect {many['detect_s'] / one['detect_s']:.1f}x, "

@@ -20,17 +20,22 @@ Per true boundary (onset ``start - 1 | start``, recovery ``stop | stop + 1``):
 Cost: generations spent (warm-ups included) over those of a dense 1-token grid over
 448..688 with the same 3 trials and warm-up per budget (964 generations).
 
-Run: ``python bench/refine_accuracy.py [--seeds 10] [--workers 2]``.
+The figures go to ``--out`` (default ``bench/results/refine_accuracy.json``, see
+``bench/record.py``): the outcomes' rates and the median cost per factor and noise,
+then over every case.
+
+Run: ``python bench/refine_accuracy.py [--seeds 10] [--workers 2] [--out PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import polars as pl
+from record import Record
 
 from regimes.refine import SimulatedProbe, refine_boundaries
 
@@ -87,9 +92,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
+    record = Record("refine_accuracy", vars(args))
     cases = [(f, cv, s) for f in FACTORS for cv in NOISE for s in range(args.seeds)]
-    started = time.monotonic()
     with ProcessPoolExecutor(args.workers) as pool:
         rows = [r for part in pool.map(one_case, cases) for r in part]
     table = pl.DataFrame(rows)
@@ -113,13 +119,36 @@ def main() -> None:
     )
     with pl.Config(tbl_rows=50, tbl_cols=12, float_precision=3):
         print(outcome)
-    report(table, per_run, time.monotonic() - started)
+    for row in outcome.iter_rows(named=True):
+        section = f"factor {row['factor']:g}, noise {row['cv']:g}"
+        for name in OUTCOMES:
+            record.rate(section, name, round(row[name] * row["boundaries"]), row["boundaries"])
+        record.value(section, "median cost vs dense grid", row["cost_median"], unit="share")
+    report(table, per_run, record)
+    record.write(args.out)
 
 
-def report(table: pl.DataFrame, per_run: pl.DataFrame, seconds: float) -> None:
-    share = {o: (table["outcome"] == o).mean() for o in ("exact", "wrong", "open", "missed")}
+OUTCOMES = ("exact", "wrong", "open", "missed")
+"""What became of a true boundary (the module docstring says each)."""
+
+
+def report(table: pl.DataFrame, per_run: pl.DataFrame, record: Record) -> None:
+    """Print and record the outcomes and the cost over every case."""
+    share = {o: (table["outcome"] == o).mean() for o in OUTCOMES}
     found = table.filter(pl.col("outcome") != "missed")
     cost = per_run["cost"]
+    section = f"all: {table.height} true boundaries in {per_run.height} runs"
+    for name in OUTCOMES:
+        record.rate(section, name, int((table["outcome"] == name).sum()), table.height)
+    exact_found = int((found["outcome"] == "exact").sum())
+    record.rate(section, "exact, of those the grid detection found", exact_found, found.height)
+    for name, value in (
+        ("median", cost.median()),
+        ("90th percentile", cost.quantile(0.9)),
+        ("max", cost.max()),
+    ):
+        record.value(section, f"cost vs dense grid, {name}", value, unit="share")
+    seconds = record.meta()["seconds"]
     print(f"\n{table.height} true boundaries in {per_run.height} synthetic runs ({seconds:.0f} s)")
     print(
         f"  exact: {share['exact']:.1%} of all, "

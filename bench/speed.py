@@ -17,7 +17,12 @@ noise CV 2-15 %, 0-3 % hiccups, session factors of 0-5 %.
 4. a mixed sweep of curves with 1 to 3 sessions per cell (about 155,000 rows), and how
    time grows with budgets per curve at a fixed 1M rows.
 
-Run: ``python bench/speed.py [--repeats 3] [--slice 20]``.
+The figures go to ``--out`` (default ``bench/results/speed.json``, see
+``bench/record.py``). ``--scale`` shrinks every design by that factor (curves, or rows
+at a fixed curve length): a quick run, never written over the full figures unless
+``--out`` says so.
+
+Run: ``python bench/speed.py [--repeats 3] [--slice 20] [--scale 1] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import ruptures as rpt
+from record import Record
 from scipy import stats
 
 from regimes import RegimesWarning, detect_regimes
@@ -126,25 +133,22 @@ def peak_memory(design: dict[str, int]) -> tuple[float, float]:
         return pool.apply(_peak_memory, (design,))
 
 
-def main() -> None:
-    """Print every figure of the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--slice", type=int, default=20, help="curves for the baseline")
-    args = parser.parse_args()
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.1f} "
-        "(other work on the machine slows every figure alike)"
-    )
-    single, multi = sweep(**SINGLE), sweep(**MULTI)
-    curves = single["model"].unique(maintain_order=True).head(args.slice)
-    part = single.filter(pl.col("model").is_in(curves.implode()))
+def scaled(design: dict[str, int], scale: float) -> dict[str, int]:
+    """``design`` with ``scale`` times its curves (at least 2: a spike and a step)."""
+    return dict(design, n_curves=max(2, round(design["n_curves"] * scale)))
+
+
+def detection_times(
+    single: pl.DataFrame, multi: pl.DataFrame, part: pl.DataFrame, repeats: int
+) -> tuple[dict[str, float], Any]:
+    """Median seconds of the three calls of figures 1 and 2, run in interleaved rounds.
+
+    A busy machine slows each of the three alike.
+    """
     detect(single.head(50_000))  # imports and first-call set-up out of the timings
-    # interleaved rounds: a busy machine slows each of the three alike
     times: dict[str, list[float]] = {"single": [], "multi": [], "base": []}
     rep = None
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for name, call in (
             ("single", lambda: detect(single)),
             ("multi", lambda: detect(multi)),
@@ -153,42 +157,102 @@ def main() -> None:
             seconds, result = timed(call, 1)
             times[name].append(seconds)
             rep = result if name == "single" else rep
-    single_s, multi_s, base_s = (statistics.median(times[k]) for k in ("single", "multi", "base"))
-    print(f"\n1. detect_regimes, median of {args.repeats} interleaved runs each:")
+    return {name: statistics.median(values) for name, values in times.items()}, rep
+
+
+def main() -> None:
+    """Print every figure of the module docstring and write them as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--slice", type=int, default=20, help="curves for the baseline")
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink every design")
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
+    args = parser.parse_args()
+    record = Record("speed", vars(args))
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f} "
+        "(other work on the machine slows every figure alike)"
+    )
+    designs = {"single": scaled(SINGLE, args.scale), "multi": scaled(MULTI, args.scale)}
+    single, multi = sweep(**designs["single"]), sweep(**designs["multi"])
+    curves = single["model"].unique(maintain_order=True).head(args.slice)
+    part = single.filter(pl.col("model").is_in(curves.implode()))
+    times, rep = detection_times(single, multi, part, args.repeats)
+    single_s, multi_s, base_s = times["single"], times["multi"], times["base"]
+    section = f"1. detect_regimes, median of {args.repeats} interleaved runs"
+    record.value(section, f"{single.height} rows, 1 session x 20 trials", single_s, unit="s")
+    record.value(section, f"{multi.height} rows, 3 sessions x 7 trials", multi_s, unit="s")
+    record.value(section, "multi-session / single-session", multi_s / single_s, unit="x")
+    print(f"\n{section}:")
     print(
         f"   {single.height:,} rows, 1 session x 20 trials per cell: {single_s:.2f} s "
         f"({rep.anomalies.height} anomalies)"
     )
     print(f"   {multi.height:,} rows, 3 sessions x 7 trials per cell: {multi_s:.2f} s")
     print(f"   multi-session / single-session: {multi_s / single_s:.2f}x (target <= 1.5x)")
+    baseline(record, single, part, base_s, single_s, args)
+    memory(record, designs)
+    scaling(record, args)
+    record.write(args.out, partial=args.scale != 1.0)
 
+
+def baseline(
+    record: Record,
+    single: pl.DataFrame,
+    part: pl.DataFrame,
+    base_s: float,
+    single_s: float,
+    args: argparse.Namespace,
+) -> None:
+    """Figure 2: the straightforward pipeline, extrapolated, against detect_regimes."""
     scale = single["model"].n_unique() / args.slice
+    section = f"2. straightforward pipeline on {args.slice} curves ({part.height} rows)"
+    record.value(section, "seconds", base_s, unit="s")
+    record.value(section, "extrapolated to all curves", base_s * scale, unit="s")
+    record.value(section, "extrapolated / detect_regimes", base_s * scale / single_s, unit="x")
     print(
         f"\n2. straightforward pipeline on {args.slice} curves ({part.height:,} rows, median of "
         f"{args.repeats}): "
-        f"{base_s:.2f} s -> {base_s * scale:.0f} s extrapolated to the 1M rows"
+        f"{base_s:.2f} s -> {base_s * scale:.0f} s extrapolated to the {single.height:,} rows"
     )
     print(
-        f"   speed ratio on the 1M single-session rows: {base_s * scale / single_s:.0f}x "
+        f"   speed ratio on the single-session rows: {base_s * scale / single_s:.0f}x "
         "(extrapolated straightforward / measured detect_regimes; target >= 80x)"
     )
 
-    print("\n3. peak resident memory of a fresh process (GB): after building, after analysing")
-    for name, design in (("single-session", SINGLE), ("3 sessions x 7", MULTI)):
+
+def memory(record: Record, designs: dict[str, dict[str, int]]) -> None:
+    """Figure 3: the peak resident memory of a fresh process, per design."""
+    section = "3. peak resident memory of a fresh process"
+    print(f"\n{section} (GB): after building, after analysing")
+    for name, design in (
+        ("single-session", designs["single"]),
+        ("3 sessions x 7", designs["multi"]),
+    ):
         built, peak = peak_memory(design)
+        record.value(section, f"{name}, after building", built, unit="GB")
+        record.value(section, f"{name}, after analysing", peak, unit="GB")
         print(f"   {name:>16}: {built:.2f} -> {peak:.2f} (target < 2)")
 
-    mixed = sweep(1000, (12, 40), (3, 10), sessions=(1, 3), seed=7)
+
+def scaling(record: Record, args: argparse.Namespace) -> None:
+    """Figure 4: a mixed sweep, and time against budgets per curve at fixed rows."""
+    mixed = sweep(max(2, round(1000 * args.scale)), (12, 40), (3, 10), sessions=(1, 3), seed=7)
     mixed_s, _ = timed(lambda: detect(mixed), args.repeats)
-    print(f"\n4. mixed 1-3 sessions per cell, {mixed.height:,} rows: {mixed_s:.2f} s")
+    section = "4. mixed 1-3 sessions per cell"
+    record.value(section, f"{mixed.height} rows", mixed_s, unit="s")
+    print(f"\n{section}, {mixed.height:,} rows: {mixed_s:.2f} s")
     print(f"   {'budgets':>8} {'curves':>7} {'seconds':>8} {'us/row':>7}")
     for n_budgets, n_curves in ((50, 1000), (500, 100), (5000, 10)):
+        n_curves = max(2, round(n_curves * args.scale))
         data = sweep(n_curves, n_budgets, 20, seed=n_budgets)
         secs, _ = timed(lambda data=data: detect(data), args.repeats)
-        print(
-            f"   {n_budgets:>8} {data['model'].n_unique():>7} {secs:>8.2f} "
-            f"{secs / data.height * 1e6:>7.2f}"
-        )
+        curves = data["model"].n_unique()
+        where = f"4. {n_budgets} budgets x {curves} curves x 20 trials"
+        record.value(where, "seconds", secs, unit="s")
+        record.value(where, "per row", secs / data.height * 1e6, unit="us")
+        print(f"   {n_budgets:>8} {curves:>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}")
 
 
 if __name__ == "__main__":

@@ -19,20 +19,24 @@ Every curve pair (one model measured with the cache on and off) is analysed by i
   reporting anything else, and the share where the speedup's CI at 512 excludes every
   other budget's.
 
-Run: ``python bench/speedup_calibration.py [--curves 200] [--seeds 40] [--workers 2]``.
+The figures go to ``--out`` (default ``bench/results/speedup_calibration.json``, see
+``bench/record.py``).
+
+Run: ``python bench/speedup_calibration.py [--curves 200] [--seeds 40] [--workers 2]
+[--out PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
-from statsmodels.stats.proportion import proportion_confint
+from record import Record
 
 from regimes import RegimesWarning
 from regimes.data.simulate import published_gpt2_medium_cache, simulate_sweep
@@ -180,7 +184,7 @@ def _null_curve(job: tuple[int, int]) -> int:
     scenario, seed = SCENARIOS[job[0]], job[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
-        result = cache_speedup(smooth_pair(scenario, seed), n_boot=100, seed=seed)
+        result = cache_speedup(smooth_pair(scenario, seed))
     return int(result.collapses.height > 0)
 
 
@@ -194,7 +198,7 @@ def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
     trials, truth = _pair(scenario, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
-        found = cache_speedup(trials, n_boot=100, seed=seed).collapses
+        found = cache_speedup(trials).collapses
     row = truth.row(0, named=True)
     step = scenario.grid["budget_step"]
     overlap = found.filter((pl.col("start") <= row["end"]) & (pl.col("end") >= row["start"]))
@@ -206,7 +210,7 @@ def _power_curve(job: tuple[int, int]) -> tuple[bool, bool]:
 
 
 def _published(seed: int) -> tuple[bool, bool, bool]:
-    result = cache_speedup(published_gpt2_medium_cache(seed=seed), n_boot=1000, seed=seed)
+    result = cache_speedup(published_gpt2_medium_cache(seed=seed))
     found = result.collapses
     exact = (
         found.height == 1
@@ -221,18 +225,14 @@ def _published(seed: int) -> tuple[bool, bool, bool]:
     return exact, found.height > 0 and not exact, apart
 
 
-def _share(hits: int, n: int) -> str:
-    low, high = proportion_confint(hits, n, alpha=0.05, method="beta")
-    return f"{hits}/{n} = {hits / n:.3f} [{low:.3f}, {high:.3f}]"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--curves", type=int, default=200, help="curves per null scenario")
     parser.add_argument("--seeds", type=int, default=40, help="seeds of the published example")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
-    started = time.perf_counter()
+    record = Record("speedup_calibration", dict(vars(args), alpha=ALPHA))
     with ProcessPoolExecutor(args.workers) as pool:
         print(
             f"Null scenarios ({args.curves} curves each, alpha = {ALPHA}): share of curves "
@@ -240,23 +240,27 @@ def main() -> None:
         )
         for k, scenario in enumerate(SCENARIOS):
             hits = sum(pool.map(_null_curve, [(k, s) for s in range(args.curves)], chunksize=8))
-            print(f"  {scenario.name:<58} {_share(hits, args.curves)}")
+            shown = record.rate(scenario.name, "any collapse", hits, args.curves)
+            print(f"  {scenario.name:<58} {shown}")
         print(
             f"Collapses ({args.curves} curves each): recall (overlap), boundaries within one step"
         )
         for k, scenario in enumerate(POWER):
             found = list(pool.map(_power_curve, [(k, s) for s in range(args.curves)], chunksize=8))
-            print(
-                f"  {scenario.name:<58} {_share(sum(f[0] for f in found), args.curves)}; "
-                f"exact {_share(sum(f[1] for f in found), args.curves)}"
+            recall = record.rate(scenario.name, "recall", sum(f[0] for f in found), args.curves)
+            exact = record.rate(
+                scenario.name, "boundaries within one step", sum(f[1] for f in found), args.curves
             )
+            print(f"  {scenario.name:<58} {recall}; exact {exact}")
         outcomes = list(pool.map(_published, range(args.seeds)))
-    exact, other, apart = (sum(o[i] for o in outcomes) for i in range(3))
-    print(f"Published cache table, 5 synthetic trials per cell at 10 % CV ({args.seeds} seeds)")
-    print(f"  the one collapse is 512:             {_share(exact, args.seeds)}")
-    print(f"  some other collapse reported:        {_share(other, args.seeds)}")
-    print(f"  CI at 512 excludes every other CI:   {_share(apart, args.seeds)}")
-    print(f"({time.perf_counter() - started:.0f} s)")
+    title = f"Published cache table, 5 synthetic trials per cell at 10 % CV ({args.seeds} seeds)"
+    print(title)
+    out = record.section(title)
+    published = ("the one collapse is 512", "some other collapse reported", "CI at 512 apart")
+    for i, metric in enumerate(published):
+        print(out.rate(metric, sum(o[i] for o in outcomes), args.seeds))
+    print(f"({record.meta()['seconds']:.0f} s)")
+    record.write(args.out)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,16 @@ trend (level shifts at its boundaries), between-cell variance and gated test. Pr
 each the median of ``--repeats`` runs in this process:
 
 * the committed real CUDA run (gpt2 on an H200, 32 budgets, cache on and off):
-  ``cache_speedup`` with its default 2,000 bootstrap resamples, and the interval scan
-  alone;
+  ``cache_speedup`` (its intervals are t intervals: it resamples nothing);
 * one synthetic curve pair (5 trials per cell) at 8 to 128 budgets: time, intervals
   tested, and time per interval, which says whether the cost grows as ``T^2``;
 * the baseline in the same run: the same scan with each interval's trend fitted by its
   own :func:`regimes._stats.trends.level_trend` call instead of one batch, and the ratio.
 
-Run: ``python bench/speedup_speed.py [--repeats 5]``.
+The figures go to ``--out`` (default ``bench/results/speedup_speed.json``, see
+``bench/record.py``).
+
+Run: ``python bench/speedup_speed.py [--repeats 5] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import warnings
 from pathlib import Path
 
 import polars as pl
+from record import Record
 
 import regimes
 import regimes._stats.fixed_intervals as fixed_intervals
@@ -68,20 +71,19 @@ def one_by_one(curve, total_var, intervals):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
+    record = Record("speedup_speed", vars(args))
     warnings.simplefilter("ignore", RegimesWarning)
     print(
         f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"median of {args.repeats} runs"
     )
     real = regimes.load(REAL_RUN)
-    cache_speedup(real, n_boot=100)  # imports and first-call set-up out of the timings
-    print(
-        "real CUDA run, 32 budgets: cache_speedup "
-        f"{median_time(lambda: cache_speedup(real), args.repeats):.3f} s"
-        f" (n_boot=2000); with n_boot=100 (the floor: mostly the scan and cell levels) "
-        f"{median_time(lambda: cache_speedup(real, n_boot=100), args.repeats):.3f} s"
-    )
+    cache_speedup(real)  # imports and first-call set-up out of the timings
+    seconds = median_time(lambda: cache_speedup(real), args.repeats)
+    record.value("real CUDA run (cuda-h200-gpt2)", "cache_speedup", seconds, unit="s")
+    print(f"real CUDA run, 32 budgets: cache_speedup {seconds:.3f} s")
     print(
         f"{'budgets':>8} {'intervals':>10} {'seconds':>9} {'ms/interval':>12} "
         f"{'one-by-one s':>13} {'ratio':>6}"
@@ -90,19 +92,23 @@ def main() -> None:
     for n_budgets in (8, 16, 32, 64, 128):
         df = synthetic_pair(n_budgets)
         n_intervals = len(fixed_intervals.supported_intervals(n_budgets))
-        fast = median_time(lambda df=df: cache_speedup(df, n_boot=100), args.repeats)
+        fast = median_time(lambda df=df: cache_speedup(df), args.repeats)
         fixed_intervals.interval_trends = one_by_one
         try:
-            slow = median_time(
-                lambda df=df: cache_speedup(df, n_boot=100), max(1, args.repeats // 2)
-            )
+            slow = median_time(lambda df=df: cache_speedup(df), max(1, args.repeats // 2))
         finally:
             fixed_intervals.interval_trends = batched
+        section = f"synthetic pair, {n_budgets} budgets, {n_intervals} intervals"
+        record.value(section, "cache_speedup", fast, unit="s")
+        record.value(section, "per interval", 1e3 * fast / max(1, n_intervals), unit="ms")
+        record.value(section, "trends fitted one by one", slow, unit="s")
+        record.value(section, "one by one / batched", slow / fast, unit="x")
         print(
             f"{n_budgets:>8} {n_intervals:>10} {fast:>9.3f} "
             f"{1e3 * fast / max(1, n_intervals):>12.3f} "
             f"{slow:>13.3f} {slow / fast:>6.1f}"
         )
+    record.write(args.out)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@
   it is typed by hand.
 - A line ``<!-- bench-output NAME -->`` gets the text that a benchmark printed and that
   was saved as ``bench/results/NAME``, verbatim.
+- A line ``<!-- bench-table NAME -->`` gets the figures a benchmark wrote as
+  ``bench/results/NAME.json`` (``bench/record.py``: its command, commit and machine,
+  then one table row per figure), or, before the benchmark has written that file, a
+  line saying which command writes it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ _RESULTS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results"
 )
 _BENCH_OUTPUT = re.compile(r"^<!-- bench-output ([A-Za-z0-9_.-]+) -->$", re.MULTILINE)
+_BENCH_TABLE = re.compile(r"^<!-- bench-table ([A-Za-z0-9_-]+) -->$", re.MULTILINE)
 _COMMAND = re.compile(r"^    ([a-z][a-z0-9-]*)\s", re.MULTILINE)
 
 
@@ -101,10 +106,51 @@ def _output(match: re.Match[str]) -> str:
         return "```text\n" + handle.read().rstrip() + "\n```"
 
 
+def _figure(row: dict[str, Any]) -> str:
+    """One figure of a results file as the page prints it: value (interval) unit."""
+    value, low, high = row.get("value"), row.get("low"), row.get("high")
+    if value is None:
+        return "-"
+    rate = "hits" in row
+    text = f"{value:.3f}" if rate else f"{value:.3g}"
+    if low is not None and high is not None:
+        text += f" ({low:.3f}-{high:.3f})" if rate else f" ({low:.3g}-{high:.3g})"
+    unit = row.get("unit") or ""
+    return f"{text} {unit}".rstrip() if unit not in ("", "share") else text
+
+
+def bench_table(name: str) -> str:
+    """Return the page's text for ``bench/results/NAME.json`` (see the module docstring)."""
+    script = name.split("-")[0]
+    data = _load(f"{name}.json")
+    if data is None:
+        return f"Not run yet: `python bench/{script}.py` writes `bench/results/{name}.json`."
+    meta = data.get("meta", {})
+    lines = [
+        f"`{meta.get('command')}`, code at {meta.get('commit')}, on {meta.get('cpu_count')} "
+        f"CPU(s) ({meta.get('machine')}), {meta.get('seconds', 0):.0f} s. Rates are shares "
+        "with their 95 % Clopper-Pearson interval.",
+        "",
+        "| section | figure | value | n |",
+        "|---|---|---|---|",
+    ]
+    shown = None
+    for row in data.get("rows", []):
+        section = row.get("section", "")
+        n = row.get("n")
+        lines.append(
+            f"| {section if section != shown else ''} | {row.get('metric', '')} "
+            f"| {_figure(row)} | {'' if n is None else n} |"
+        )
+        shown = section
+    return "\n".join(lines)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """Replace each marker line with what it stands for."""
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, _reference())
     if VALIDATION in markdown:
         markdown = markdown.replace(VALIDATION, _validation())
+    markdown = _BENCH_TABLE.sub(lambda match: bench_table(match.group(1)), markdown)
     return _BENCH_OUTPUT.sub(_output, markdown)
