@@ -1,12 +1,12 @@
-r"""The one summary builder: every result's text, and its notebook view.
+"""The one summary builder: every result's text, and its notebook view.
 
 Modelled on statsmodels' ``iolib/summary.py``: a result's ``_summary()`` fills a
 :class:`Summary` with blocks (a title between rules; a header of ``(name, value)``
 pairs in one or two columns, like statsmodels' ``summary_top``; tables of declared
-columns (:class:`Column`), like its ``summary_params``; section headings, lines, wrapped notes
-and the rows a result could not test), and :meth:`Summary.as_text` lays them out in
-fixed width while :meth:`Summary.as_html` writes the same blocks as HTML through
-:mod:`regimes._html`. A result's ``summary()`` is ``_summary().as_text()``, and its
+columns (:class:`Column`), like its ``summary_params``; section headings, lines,
+wrapped notes and the rows a result could not test), and :meth:`Summary.as_text` lays
+them out in fixed width while :meth:`Summary.as_html` writes the same blocks as HTML
+through :mod:`regimes._html`. A result's ``summary()`` is ``_summary().as_text()``, and its
 ``_repr_html_`` is :func:`notebook_view`, which folds that summary's HTML in with the
 findings, the chart and the tables.
 """
@@ -23,7 +23,7 @@ import polars as pl
 from regimes import _html
 from regimes._labels import text_label
 
-__all__ = ["WIDTH", "Column", "Summary", "notebook_view"]
+__all__ = ["VISIBLE_ROWS", "WIDTH", "Column", "Summary", "notebook_view", "number"]
 
 WIDTH = 96
 """Characters a line of a fixed-width summary holds."""
