@@ -325,19 +325,42 @@ def _select_all(
     return chosen
 
 
-def _fit_one(levels: np.ndarray, grids: list[_Grid], h: float, kmax: int) -> RowFit:
-    """Fit every row: smoother by GCV, selection, smoother again, selection again.
+def _joint(levels: np.ndarray, g: _Grid, chosen: np.ndarray, h2: float) -> np.ndarray:
+    r"""Score of a trend and its regimes together, smaller is better.
 
-    The second round runs only on rows where the first selected something: elsewhere
-    it would repeat the first.
+    :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T`: the cross-validation
+    score with the regimes in the model, each regime's selection penalty, and a BIC
+    price for each degree of freedom of the trend, so that a flexible trend that takes
+    a bend in costs what a regime over it costs, and one that takes a single cell at an
+    end of the grid in costs more than the regime.
+    """
+    t = levels.shape[1]
+    k = np.sum(chosen >= 0, axis=1)
+    edf = t - np.trace(g.a)
+    gcv = t * np.log(np.maximum(_gcv(levels, g, chosen), _TINY * _TINY))
+    return gcv + h2 * k + np.log(t) * edf
+
+
+def _fit_one(levels: np.ndarray, grids: list[_Grid], h: float, kmax: int) -> RowFit:
+    """Fit every row: smoother by GCV, selection; where it selected, trend and regimes jointly.
+
+    Where the first selection kept a regime, every smoother gets its own selection and
+    the pair with the smallest :func:`_joint` score wins: a bent curve that one stiff
+    trend leaves as a step is offered to a flexible trend without one (families
+    ``curvature`` and ``mixed`` of ``bench/shapes.py``). Elsewhere the joint choice
+    would repeat the first.
     """
     k_rows = levels.shape[0]
     which = _choose(levels, grids, None)
     chosen = _select_all(levels, grids, which, h, kmax)
-    again = (chosen >= 0).any(axis=1)
-    if again.any():
-        which[again] = _choose(levels[again], grids, chosen[again])
-        chosen[again] = _select_all(levels[again], grids, which[again], h, kmax)
+    again = np.flatnonzero((chosen >= 0).any(axis=1))
+    if again.size:
+        sub = levels[again]
+        picks = np.stack([_select(sub, g, h * h, kmax) for g in grids])
+        scores = np.stack([_joint(sub, g, c, h * h) for g, c in zip(grids, picks, strict=True)])
+        best = np.argmin(scores, axis=0)
+        which[again] = best
+        chosen[again] = picks[best, np.arange(again.size)]
     delta, se_unit = np.full((k_rows, kmax), np.nan), np.full((k_rows, kmax), np.nan)
     sigma, df, trend = np.empty(k_rows), np.empty(k_rows), np.empty(levels.shape)
     for w, g in enumerate(grids):

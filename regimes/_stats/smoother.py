@@ -16,9 +16,8 @@ level shift of a few cells costs several. The fit is linear in the levels,
 carries every statistic (:mod:`regimes._stats.scan`). Each :math:`\lambda` is named by
 its effective degrees of freedom :math:`\operatorname{tr} S_\lambda`: from nearly a
 straight line (2.05) to 8, at most a third of the cells plus one; the choice between
-them is made by cross-validation with the regimes in the model
-(:mod:`regimes._stats.scan`), so a flexible trend is chosen for a bent curve, not to
-chase a spike the regimes already explain.
+them is made with the regimes (:mod:`regimes._stats.scan`), so a flexible trend is
+chosen for a bent curve, not to chase a spike the regimes already explain.
 
 References
 ----------
