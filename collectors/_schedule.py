@@ -54,6 +54,8 @@ class ScheduledTrial:
     session: int
     trial: int
     warmup: bool
+    profiled: bool = False
+    """A generation under the profiler: it writes the ``ops`` table, never a trial row."""
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -79,7 +81,23 @@ def iter_measured(spec: SweepSpec, session: int) -> Iterator[ScheduledTrial]:
     Lazily: the permutations are drawn as the rounds are reached, in the same sequence
     as when the whole order is listed, so a session of millions of trials starts at once.
     """
+    return _iter_groups(spec, session, profiled=False)
+
+
+_PROFILE_STREAM = 1
+"""Seeds the profiled generations' order apart from the measured one's, so that adding a
+profile to a spec leaves the measured order as it was."""
+
+
+def _iter_groups(spec: SweepSpec, session: int, *, profiled: bool) -> Iterator[ScheduledTrial]:
+    """Each loaded model's measured rounds; then, if asked, its profiled generations.
+
+    Profiled generations (spec key ``profile``) run after the measured trials of their
+    model in the session, ``profile.trials`` rounds of the profiled cases, each round
+    in a fresh permutation of its own seeded stream.
+    """
     rng = np.random.default_rng((spec.seed, session))
+    other = np.random.default_rng((spec.seed, session, _PROFILE_STREAM))
     cases = spec.cases()
     groups = [list(g) for _, g in itertools.groupby(cases, key=lambda c: c.load_key)]
     for g in rng.permutation(len(groups)):
@@ -87,6 +105,11 @@ def iter_measured(spec: SweepSpec, session: int) -> Iterator[ScheduledTrial]:
         for r in range(spec.trials):
             for i in rng.permutation(len(group)):
                 yield ScheduledTrial(group[i], session, r, False)
+        if profiled and spec.profile is not None:
+            chosen = [c for c in group if c.budget in spec.profile.budgets]
+            for r in range(spec.profile.trials if chosen else 0):
+                for i in other.permutation(len(chosen)):
+                    yield ScheduledTrial(chosen[i], session, r, False, profiled=True)
 
 
 def measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
@@ -184,7 +207,8 @@ def schedule(spec: SweepSpec, session: int) -> list[ScheduledTrial]:
 def iter_plan(spec: SweepSpec, session: int, state: RunState) -> Iterator[ScheduledTrial]:
     """Yield what a process starting ``session`` now runs, given what ``state`` holds.
 
-    The measured order of :func:`schedule`, less the measured trials already stored
+    The measured order of :func:`schedule` (with each model's profiled generations
+    after its measured trials, spec key ``profile``), less the trials already stored
     and every trial of a case that failed in this session; then each case left gets
     fresh warm-ups immediately before its first remaining trial (whatever an earlier
     process warmed is gone), numbered after the warm-ups already stored for that
@@ -194,9 +218,9 @@ def iter_plan(spec: SweepSpec, session: int, state: RunState) -> Iterator[Schedu
     # the failed cases, looked up once per case rather than once per trial
     failed = state.failed_in(session)
     blocked = {c for c in spec.cases() if c.base in failed} if failed else set()
-    left = (t for t in iter_measured(spec, session) if t.case not in blocked)
-    if state.done:
-        left = (t for t in left if t.key not in state.done)
+    left = (t for t in _iter_groups(spec, session, profiled=True) if t.case not in blocked)
+    if state.done or state.profiled:
+        left = (t for t in left if t.key not in (state.profiled if t.profiled else state.done))
     return _with_warmups(left, spec, state.warmups_stored)
 
 

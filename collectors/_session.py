@@ -43,6 +43,7 @@ from ._schedule import ScheduledTrial, generations_left, iter_plan
 from ._signals import Interrupts
 from ._state import RunState, case_dict, error_row
 from .backends import Backend, get_backend, rss_bytes
+from .profiling import profiled, slowed_attention
 from .spec import Case, SweepSpec
 
 __all__ = [
@@ -125,6 +126,7 @@ class _SessionRun:
         self.outcome = SessionOutcome()
         self.backends: dict[str, Backend] = {}
         self.device_names: dict[str, str] = {}
+        self.profiling = False  # the generation being run is a profiled one
 
     def backend(self, name: str) -> Backend:
         if name not in self.backends:
@@ -233,6 +235,7 @@ class _SessionRun:
             if reason:
                 self.outcome.stopped = reason
                 return False
+            self.profiling = item.profiled
             measured = self.measure(loaded, backend, prompts, item, remaining[item.case])
             if measured is None:
                 failed.add(item.case)
@@ -240,6 +243,9 @@ class _SessionRun:
                 # Only now, outside the except block whose traceback held the failed
                 # generation's tensors, can they be freed.
                 self.release(backend)
+                continue
+            if item.profiled:
+                self.write_profile(item, loaded, *measured)
                 continue
             remaining[item.case] -= 1
             self.write_trial(item, loaded, *measured)
@@ -285,9 +291,17 @@ class _SessionRun:
             prompts[case.prompt_tokens] = models.make_prompt(
                 case.prompt_tokens, loaded.vocab_size, seed=self.spec.seed
             )
-        with allowed_sdpa_backends(self.spec.sdpa_backends):
-            sdpa = ",".join(enabled_sdpa_backends())
-            timing = engines.run_generation(
+        slow = self.spec.slow_attention
+        repeats = slow.factor_for(case.budget) if slow is not None else 1
+        if repeats > 1 and loaded.attn_implementation != "sdpa":
+            raise ValueError(
+                f"slow_attention repeats scaled-dot-product attention, which this model does "
+                f"not run (attn_implementation {loaded.attn_implementation!r}); give "
+                "attn_implementation = 'sdpa'"
+            )
+
+        def run() -> Any:
+            return engines.run_generation(
                 loaded,
                 backend,
                 prompts[case.prompt_tokens],
@@ -297,7 +311,15 @@ class _SessionRun:
                 instrument=self.spec.instrument,
                 slowdown=self.injected_factor(case) or 1.0,
             )
-        return timing, {**backend.memory(), "sdpa_backends": sdpa}
+
+        ops: dict[str, Any] = {}
+        with allowed_sdpa_backends(self.spec.sdpa_backends), slowed_attention(repeats):
+            sdpa = ",".join(enabled_sdpa_backends())
+            if self.profiling:
+                timing, ops["_ops"] = profiled(run, case.backend)
+            else:
+                timing = run()
+        return timing, {**backend.memory(), "sdpa_backends": sdpa, **ops}
 
     def injected_factor(self, case: Case) -> float | None:
         """Return the slowdown injected into ``case`` (``None`` in a run without one)."""
@@ -344,6 +366,37 @@ class _SessionRun:
         constants = {**case_dict(item.case), **{k: row.get(k) for k in keys}}
         return pl.DataFrame({"step": np.arange(len(step_s)), "step_s": step_s}).with_columns(
             pl.lit(value).alias(name) for name, value in constants.items()
+        )
+
+    def write_profile(
+        self, item: ScheduledTrial, loaded: Any, timing: Any, observed: dict[str, Any]
+    ) -> None:
+        """Write one profiled generation's operators as one ``ops`` part (no trial row)."""
+        constants = {
+            **case_dict(item.case),
+            "run_id": self.state.run_id,
+            "session": self.session,
+            "device": self.device_names[item.case.backend],
+            "trial": item.trial,
+            "attn_implementation": loaded.attn_implementation,
+            "sdpa_backends": observed.get("sdpa_backends"),
+            "latency_s": timing.latency_s,
+            "process_id": process_id(),
+            "host": host_name(),
+        }
+        frame = pl.DataFrame(observed["_ops"], infer_schema_length=None).with_columns(
+            pl.lit(value).alias(name) for name, value in constants.items()
+        )
+        with self.interrupts.deferred():
+            self.writer.write_ops(frame)
+        self.emit(
+            {
+                "event": "profiled",
+                "session": self.session,
+                "case": case_dict(item.case),
+                "trial": item.trial,
+                "latency_s": timing.latency_s,
+            }
         )
 
     def write_trial(

@@ -98,6 +98,20 @@ def suggest(word: str, candidates: Sequence[str]) -> str:
 Check = Callable[[str, Any, Mapping[str, Any]], Any]
 
 
+def table_value(key: str, value: Any, allowed: Sequence[str], hint: str = "") -> Mapping[str, Any]:
+    """Check that ``value`` is a table holding exactly the keys ``allowed``."""
+    keys = "{" + ", ".join(allowed) + "}"
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{key!r} must be a table {keys}, got {value!r} ({type_name(value)})")
+    for name in value:
+        if name not in allowed:
+            raise SpecError(f"unknown key {name!r} in {key!r}{suggest(str(name), allowed)}")
+    missing = [name for name in allowed if name not in value]
+    if missing:
+        raise SpecError(f"{key!r} lacks {missing}; give {keys}{hint}")
+    return value
+
+
 def integer(minimum: int | None, maximum: int | None = None) -> Check:
     def check(key: str, value: Any, known: Mapping[str, Any]) -> int:
         return int_value(key, value, minimum=minimum, maximum=maximum)

@@ -52,6 +52,8 @@ class RunState:
     run_id: str
     sessions: frozenset[int] = frozenset()
     """Every session number with a trial or an error on disk."""
+    profiled: frozenset[tuple[Any, ...]] = frozenset()
+    """Keys of the profiled generations on disk (``ops`` table), in the order of ``done``."""
 
     def named_by(self, spec: SweepSpec) -> RunState:
         """Name the stored trials as ``spec`` names its cases.
@@ -63,10 +65,11 @@ class RunState:
         if spec.attn_implementation != (None,):
             return self
         done = frozenset((*key[:-1], None) for key in self.done)
+        profiled = frozenset((*key[:-1], None) for key in self.profiled)
         warm: dict[tuple[Case, int], int] = {}
         for (case, session), n in self.warmups_stored.items():
             warm[case.base, session] = max(n, warm.get((case.base, session), 0))
-        return replace(self, done=done, warmups_stored=warm)
+        return replace(self, done=done, warmups_stored=warm, profiled=profiled)
 
     def measured_counts(self, spec: SweepSpec) -> Counter[tuple[Case, int]]:
         """Count the measured trials stored per (case, session), cases named as ``spec`` does.
@@ -117,7 +120,10 @@ class RunState:
         warmups_stored = {(Case(*row[:-2]), row[-2]): row[-1] for row in warm.iter_rows()}
         next_order = int(trials["order"].max()) + 1 if trials.height else 0  # type: ignore[arg-type]
         sessions = frozenset(trials["session"].to_list()) | frozenset(errors["session"].to_list())
-        return cls(done, failed, warmups_stored, next_order, writer.run_id, sessions)
+        profiled = frozenset(
+            run.ops.with_columns(pl.lit(False).alias("warmup")).select(key).unique().iter_rows()
+        )
+        return cls(done, failed, warmups_stored, next_order, writer.run_id, sessions, profiled)
 
 
 def _case(key: tuple[Any, ...], attn: str | None) -> Case:

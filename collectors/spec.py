@@ -62,6 +62,13 @@ from typing import Any
 
 from . import _spec_checks as checks
 from ._spec_checks import ATTN_IMPLEMENTATIONS, MAX_SEED, SDPA_BACKENDS, SpecError
+from ._spec_profile import (
+    Profile,
+    SlowAttention,
+    check_profile,
+    check_slow_attention,
+    profile_in_grid,
+)
 from .endpoint._config import BACKEND as ENDPOINT_BACKEND
 from .endpoint._config import Endpoint, check_endpoint
 from .engines import ENGINES
@@ -78,7 +85,9 @@ __all__ = [
     "FLEET_SESSIONS",
     "ISOLATIONS",
     "Injection",
+    "Profile",
     "SDPA_BACKENDS",
+    "SlowAttention",
     "SpecError",
     "SweepSpec",
     "WARMUP_POLICIES",
@@ -170,18 +179,7 @@ class Case:
 def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
     if value is None or isinstance(value, Injection):
         return value
-    if not isinstance(value, Mapping):
-        raise SpecError(
-            f"'inject' must be a table {{start, stop, factor}}, got {value!r} "
-            f"({checks.type_name(value)})"
-        )
-    allowed = ("start", "stop", "factor")
-    for name in value:
-        if name not in allowed:
-            raise SpecError(f"unknown key {name!r} in 'inject'{checks.suggest(name, allowed)}")
-    missing = [name for name in allowed if name not in value]
-    if missing:
-        raise SpecError(f"'inject' lacks {missing}; give {{start, stop, factor}} (stop inclusive)")
+    value = checks.table_value(key, value, ("start", "stop", "factor"), " (stop inclusive)")
     start = checks.int_value("inject.start", value["start"], minimum=1)
     stop = checks.int_value("inject.stop", value["stop"], minimum=start)
     factor = value["factor"]
@@ -195,7 +193,7 @@ def _inject(key: str, value: Any, known: Mapping[str, Any]) -> Injection | None:
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
-    if isinstance(value, (Injection, Endpoint)):
+    if isinstance(value, (Injection, Endpoint, Profile, SlowAttention)):
         return value.to_dict()
     return value
 
@@ -215,6 +213,8 @@ def _endpoint_fixed(endpoint: Endpoint) -> dict[str, tuple[Any, str]]:
         "inject": (None, "fault injection slows in-process generations only"),
         "attn_implementation": ((None,), server),
         "sdpa_backends": (None, server),
+        "profile": (None, "a server's operators cannot be profiled from the client"),
+        "slow_attention": (None, "fault injection slows in-process generations only"),
     }
 
 
@@ -248,6 +248,8 @@ _PARAMETER_CONSTRAINTS: dict[str, checks.Check] = {
     "inject": _inject,
     "attn_implementation": checks.attn_implementation,
     "sdpa_backends": checks.sdpa_backends,
+    "profile": check_profile,
+    "slow_attention": check_slow_attention,
 }
 """Each spec key's check, in the order they run (a check may read the keys before it)."""
 
@@ -362,6 +364,11 @@ class SweepSpec:
     endpoint : Endpoint or None
         An OpenAI-compatible server to measure instead of a model in this process
         (:mod:`collectors.endpoint`); it fixes the keys that only the server decides.
+    profile : Profile or None
+        Profiled generations in trials of their own, written to the ``ops`` table
+        (:mod:`collectors._spec_profile`).
+    slow_attention : SlowAttention or None
+        Attention computed ``factor`` times inside a budget interval (synthetic).
 
     See Also
     --------
@@ -395,6 +402,8 @@ class SweepSpec:
     sdpa_backends: tuple[str, ...] | None = None
     warmup_policy: str = "per-case"
     endpoint: Endpoint | None = None
+    profile: Profile | None = None
+    slow_attention: SlowAttention | None = None
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -422,10 +431,12 @@ class SweepSpec:
         SpecError
             A missing file or one that is not a regular file, text that is not UTF-8,
             invalid TOML (each naming the file), an ``inject`` interval that holds none
-            of the budgets, or any mistake :meth:`from_dict` finds.
+            of the budgets, profiled budgets outside the grid, or any mistake
+            :meth:`from_dict` finds.
         """
         spec = cls.from_dict(_read_toml(Path(path)), check_available=check_available)
         _inject_in_grid(spec)
+        profile_in_grid(spec.profile, spec.budgets)
         return spec
 
     @classmethod

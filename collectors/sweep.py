@@ -270,6 +270,8 @@ def _run_meta(
     if spec.inject is not None:
         # Fault injection makes the latencies synthetic; say so where every reader looks.
         meta.update(inject=spec.inject.to_dict(), synthetic=True)
+    if spec.slow_attention is not None:
+        meta.update(slow_attention=spec.slow_attention.to_dict(), synthetic=True)
     return meta
 
 

@@ -11,7 +11,7 @@ Layers, each a subpackage:
 ``regimes.detect``, ``regimes.speedup``
     the two primary analyses;
 ``regimes.explain``
-    explanations of what was detected (phases, memory, backends, alignment);
+    explanations of what was detected (phases, operators, memory, backends, alignment);
 ``regimes.options``, ``regimes.analysis``
     the detection options, declared once; every analysis of a run, computed once;
 ``regimes.viz``
@@ -47,6 +47,7 @@ __all__ = [
     "DetectionOptions",
     "HistoryResult",
     "MemoryResult",
+    "OperatorResult",
     "PhaseResult",
     "RefineResult",
     "RegimeResult",
@@ -59,6 +60,7 @@ __all__ = [
     "__version__",
     "align_boundaries",
     "analyze",
+    "attribute_operators",
     "attribute_phases",
     "cache_speedup",
     "compare_backends",
@@ -88,6 +90,8 @@ _LAZY: dict[str, str] = {
     "compare_runs": "regimes.compare",
     "PhaseResult": "regimes.explain.phases",
     "attribute_phases": "regimes.explain.phases",
+    "OperatorResult": "regimes.explain.operators",
+    "attribute_operators": "regimes.explain.operators",
     "HistoryResult": "regimes.explain.history",
     "history_effect": "regimes.explain.history",
     "MemoryResult": "regimes.explain.memory",
@@ -128,6 +132,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regimes.explain.backends import BackendResult, compare_backends
     from regimes.explain.history import HistoryResult, history_effect
     from regimes.explain.memory import MemoryResult, memory_confound
+    from regimes.explain.operators import OperatorResult, attribute_operators
     from regimes.explain.phases import PhaseResult, attribute_phases
     from regimes.options import DetectionOptions
     from regimes.refine import RefineResult, refine_boundaries

@@ -26,6 +26,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "RegimesInputError",
     "RegimesWarning",
+    "OPS_SCHEMA",
     "STEP_SCHEMA",
     "TRIAL_SCHEMA",
     "as_polars",
@@ -112,6 +113,26 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 implementation and SDPA kernels of the trial are repeated on its steps, so that the steps
 of a spec with ``attn_implementation = ["eager", "sdpa"]`` can be told apart (null in
 runs written before they were recorded)."""
+
+OPS_SCHEMA: dict[str, pl.DataType] = {
+    **{c: STEP_SCHEMA[c] for c in ("run_id", "session", *CASE_COLUMNS, "budget", "trial")},
+    "attn_implementation": pl.String(),
+    "sdpa_backends": pl.String(),
+    "scope": pl.String(),
+    "operator": pl.String(),
+    "device_type": pl.String(),
+    "self_host_s": pl.Float64(),
+    "self_device_s": pl.Float64(),
+    "calls": pl.Int64(),
+    "latency_s": pl.Float64(),
+    "process_id": pl.String(),
+    "host": pl.String(),
+}
+"""Profiled generations (spec key ``profile``), one row per operator (or device kernel)
+of each: its self time on the host and on the device (null where the backend's profiler
+reports none) and its calls; ``scope`` is the outermost operator it ran inside (itself
+when called from the model's code); ``latency_s`` is that generation's latency with the
+profiler on. Profiled generations are never rows of the trial table."""
 
 ERROR_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),

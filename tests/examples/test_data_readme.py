@@ -354,6 +354,33 @@ def served() -> list[str]:
     ]
 
 
+def slow_attention() -> list[str]:
+    run = "cpu-slow-attention"
+    rep = regimes.detect_regimes(_load(run))
+    (anomaly,) = rep.anomalies.iter_rows(named=True)
+    ops = regimes.load(DATA / run, table="ops")
+    res = regimes.attribute_operators(ops, rep, unit="scope")
+    (top,) = res.carriers().iter_rows(named=True)
+    rest = res.operators.filter(~pl.col("flagged"))["ratio"].max()
+    profiled = ops.group_by("budget", "session", "trial").agg(pl.col("latency_s").first())
+    timed = _measured(run).group_by("budget").agg(pl.col("latency_s").median().alias("timed"))
+    overhead = (
+        profiled.group_by("budget").agg(pl.col("latency_s").median()).join(timed, on="budget")
+    )
+    ratio = (overhead["latency_s"] / overhead["timed"]).sort()
+    return [
+        _counts(run),
+        f"{ops.height:,} rows, {profiled.height} profiled generations",
+        f"budgets {anomaly['start']}..{anomaly['end']}, {anomaly['ratio']:.3g}x "
+        f"[{anomaly['ratio_low']:.3g}, {anomaly['ratio_high']:.3g}] its trend",
+        f"`{top['operator']}`: {100 * top['share']:.0f} % [{100 * top['share_low']:.0f}, "
+        f"{100 * top['share_high']:.0f}] of the excess, {top['ratio']:.3g}x "
+        f"[{top['ratio_low']:.3g}, {top['ratio_high']:.3g}] its trend",
+        f"every other operator within {rest:.3g}x",
+        f"{ratio.median():.3g}x the timed median (from {ratio.min():.3g}x to {ratio.max():.3g}x)",
+    ]
+
+
 CLAIMS: dict[str, Callable[[], list[str]]] = {
     "cuda-h200-gpt2": gpt2,
     "cuda-h200-opt125m": opt125m,
@@ -365,6 +392,7 @@ CLAIMS: dict[str, Callable[[], list[str]]] = {
     "cpu-distilgpt2": distilgpt2,
     "cuda-h200-gpt2-medium-window": medium_window,
     "cpu-transformers-serve": served,
+    "cpu-slow-attention": slow_attention,
 }
 """Per section (its first run's name, or the history runs' common prefix), its findings."""
 

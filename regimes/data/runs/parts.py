@@ -36,6 +36,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 from regimes.data._membership import RunIdentity, require_regular_file
 from regimes.data.schema import (
     ERROR_SCHEMA,
+    OPS_SCHEMA,
     STEP_SCHEMA,
     TRIAL_SCHEMA,
     RegimesInputError,
@@ -52,7 +53,7 @@ before the format was recorded; 2: every part carries its version and a checksum
 OnDamaged = Literal["raise", "skip"]
 
 
-TABLES = {"trials": TRIAL_SCHEMA, "steps": STEP_SCHEMA, "errors": ERROR_SCHEMA}
+TABLES = {"trials": TRIAL_SCHEMA, "steps": STEP_SCHEMA, "errors": ERROR_SCHEMA, "ops": OPS_SCHEMA}
 
 
 _META_KEY = b"regimes.meta"
@@ -86,6 +87,7 @@ REQUIRED_ON_DISK: dict[str, tuple[str, ...]] = {
     ),
     "steps": ("step", "step_s"),
     "errors": ("error_type",),
+    "ops": ("budget", "session", "trial", "operator", "self_host_s", "calls"),
 }
 """Columns every row of a run's table holds: without ``warmup`` the warm-ups would be
 analysed as measured trials, without ``session`` and ``trial`` a resume could not tell

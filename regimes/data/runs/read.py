@@ -30,6 +30,7 @@ from regimes.data.runs.parts import (
 from regimes.data.runs.scan import is_several, load_runs
 from regimes.data.schema import (
     ERROR_SCHEMA,
+    OPS_SCHEMA,
     STEP_SCHEMA,
     RegimesInputError,
     RegimesWarning,
@@ -54,6 +55,9 @@ class Run:
         The environment metadata (``meta.json``, or a single file's own).
     path : pathlib.Path or None
         Where the run was read from.
+    ops : polars.DataFrame
+        Operator profiles of profiled generations (:data:`~regimes.data.schema.
+        OPS_SCHEMA`; empty when the run has none).
 
     See Also
     --------
@@ -65,6 +69,7 @@ class Run:
     errors: pl.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OPS_SCHEMA))
 
 
 def read_parts(
@@ -124,7 +129,7 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
     Returns
     -------
     Run
-        The trials, steps, errors and metadata.
+        The trials, steps, errors, metadata and operator profiles.
 
     Raises
     ------
@@ -161,7 +166,7 @@ def read_run(path: str | os.PathLike[str], *, on_damaged: OnDamaged = "raise") -
     meta = read_meta(meta_path) if meta_path.exists() else {}
     tables, unverified = _read_tables(p, RunIdentity.of(p, meta), on_damaged)
     warn_unverified(p, unverified)
-    return Run(tables["trials"], tables["steps"], tables["errors"], meta, p)
+    return Run(tables["trials"], tables["steps"], tables["errors"], meta, p, tables["ops"])
 
 
 def _read_tables(
@@ -213,10 +218,15 @@ def _read_file(path: Path) -> Run:
     return Run(frame, empty_steps, empty_errors, meta, path)
 
 
+_LOADABLE = ("trials", "steps", "errors", "ops")
+"""The tables :func:`load` returns by name."""
+
+
 def load(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     on_damaged: OnDamaged = "raise",
+    table: str = "trials",
 ) -> pl.DataFrame:
     """Return the trial table of a run directory or file, sorted by ``order``.
 
@@ -232,11 +242,15 @@ def load(
     on_damaged : {"raise", "skip"}, default "raise"
         For one run: a damaged part refuses the run, or is left out with a warning (see
         :func:`read_run`). Several runs are always refused on a damaged part.
+    table : {"trials", "steps", "errors", "ops"}, default "trials"
+        Which table of one run directory: the trials, the per-token step times, the
+        failed cases, or the operator profiles of profiled generations (spec key
+        ``profile``; :func:`regimes.attribute_operators` reads them).
 
     Returns
     -------
     polars.DataFrame
-        One row per trial (warm-ups included, flagged ``warmup``).
+        One row per trial (warm-ups included, flagged ``warmup``), or of the ``table`` asked.
 
     Raises
     ------
@@ -259,9 +273,18 @@ def load(
     >>> runs.select("run_id", "torch_version").unique().height >= 2
     True
     """
+    if table not in _LOADABLE:
+        raise RegimesInputError(f"table must be one of {list(_LOADABLE)}, got {table!r}")
     if is_several(path) or not isinstance(path, (str, os.PathLike)):
+        if table != "trials":
+            raise RegimesInputError(
+                f"table={table!r} reads one run directory; load each run's {table} apart"
+            )
         return load_runs(path)
-    trials = read_run(path, on_damaged=on_damaged).trials
+    run = read_run(path, on_damaged=on_damaged)
+    if table != "trials":
+        return getattr(run, table)
+    trials = run.trials
     if "order" in trials.columns and trials.height:
         trials = trials.sort("order", nulls_last=True)
     return trials

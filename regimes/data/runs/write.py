@@ -48,6 +48,10 @@ TRIAL_KEY: tuple[str, ...] = (
 """Columns that identify one trial within a run: a resumed sweep never repeats one."""
 
 
+_CREATED = ("trials", "steps", "errors")
+"""The folders every run has; ``ops`` is made by its first part (profiled runs only)."""
+
+
 class RunWriter:
     """Append atomically written, checksummed parts to a run directory.
 
@@ -92,7 +96,7 @@ class RunWriter:
             self.meta = read_meta(meta_path)
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        for table in TABLES:
+        for table in _CREATED:
             (self.path / table).mkdir(exist_ok=True)
         if meta_path.exists():
             # A resumed run keeps its format: parts of a format-1 run carry no
@@ -116,6 +120,7 @@ class RunWriter:
         frame = conform(rows, table)
         if frame.height == 0:
             return None
+        (self.path / table).mkdir(exist_ok=True)
         part = self.path / table / f"part-{uuid.uuid4().hex}.parquet"
         write_parquet_atomically(frame, part, self.meta)
         return part
@@ -127,6 +132,10 @@ class RunWriter:
     def write_steps(self, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
         """Write per-step rows as one atomic part; return its path (None for no rows)."""
         return self._write("steps", rows)
+
+    def write_ops(self, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
+        """Write one profiled generation's operator rows as one atomic part (None: no rows)."""
+        return self._write("ops", rows)
 
     def write_errors(self, rows: pl.DataFrame | list[dict[str, Any]]) -> Path | None:
         """Write error rows as one atomic part; return its path (None for no rows)."""

@@ -1,0 +1,163 @@
+"""Profiled generations (spec key ``profile``) and the attention slowdown (``slow_attention``).
+
+The sweep here is real: tiny-gpt2 with random weights on this CPU; its data are
+synthetic (the attention is slowed on purpose).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+import torch
+
+import regimes
+from collectors._schedule import iter_measured, plan_session
+from collectors._state import RunState
+from collectors.profiling import profiled, slowed_attention
+from collectors.spec import Profile, SlowAttention, SpecError, SweepSpec
+from collectors.sweep import run_sweep
+from regimes.data.io import RunWriter
+
+BASE = {"models": ["tiny-gpt2"], "backends": ["cpu"], "budgets": [8, 12, 16]}
+
+
+def _spec(**extra):
+    return SweepSpec.from_dict({**BASE, "trials": 2, "warmup": 0, **extra})
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"budgets": [8]}, "lacks"),
+        ({"budgets": [], "trials": 1}, "non-empty"),
+        ({"budgets": [8, 8], "trials": 1}, "repeats"),
+        ({"budgets": [8], "trials": 0}, "profile.trials"),
+        ({"budgets": [8], "trials": 1, "trails": 2}, "did you mean 'trials'"),
+        ([8], "must be a table"),
+    ],
+)
+def test_a_bad_profile_fails_naming_the_key(value, message):
+    with pytest.raises(SpecError, match=message):
+        _spec(profile=value)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"start": 8, "stop": 12, "factor": 1}, "slow_attention.factor"),
+        ({"start": 8, "stop": 12, "factor": 2.5}, "slow_attention.factor"),
+        ({"start": 12, "stop": 8, "factor": 2}, "slow_attention.stop"),
+    ],
+)
+def test_a_bad_slow_attention_fails_naming_the_key(value, message):
+    with pytest.raises(SpecError, match=message):
+        _spec(slow_attention=value)
+
+
+def test_profiled_budgets_outside_the_grid_are_refused(tmp_path):
+    path = tmp_path / "spec.toml"
+    path.write_text(
+        'models = ["tiny-gpt2"]\nbackends = ["cpu"]\nbudgets = [8, 12]\n'
+        "profile = { budgets = [8, 20], trials = 1 }\n"
+    )
+    with pytest.raises(SpecError, match=r"\[20\] are not budgets of the grid"):
+        SweepSpec.from_toml(path)
+
+
+def test_the_spec_round_trips_through_its_dict():
+    spec = _spec(
+        profile={"budgets": [12, 8], "trials": 2},
+        slow_attention={"start": 12, "stop": 16, "factor": 3},
+    )
+    assert spec.profile == Profile((8, 12), 2)
+    assert spec.slow_attention == SlowAttention(12, 16, 3)
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_profiled_generations_follow_the_measured_ones_and_leave_their_order_alone():
+    plain = _spec()
+    spec = _spec(profile={"budgets": [8, 16], "trials": 2})
+    empty = RunState(frozenset(), frozenset(), {}, 0, "synthetic-run")
+    plan = plan_session(spec, 0, empty)
+    measured = [t for t in plan if not t.profiled]
+    assert measured == list(iter_measured(plain, 0))
+    profiled_items = [t for t in plan if t.profiled]
+    assert plan[-len(profiled_items) :] == profiled_items
+    assert sorted((t.case.budget, t.trial) for t in profiled_items) == [
+        (8, 0),
+        (8, 1),
+        (16, 0),
+        (16, 1),
+    ]
+
+
+def test_slowed_attention_repeats_the_call_and_keeps_its_result():
+    q = torch.randn(1, 2, 5, 8)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    _, rows = profiled(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q), "cpu")
+    with slowed_attention(3):
+        out, slowed = profiled(
+            lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q), "cpu"
+        )
+    assert torch.equal(out, expected)
+
+    def calls(table):
+        return sum(
+            r["calls"] for r in table if r["operator"] == "aten::scaled_dot_product_attention"
+        )
+
+    assert calls(slowed) == 3 * calls(rows)
+    assert torch.nn.functional.scaled_dot_product_attention is not None
+    assert all(r["self_device_s"] is None for r in rows)  # the CPU reports no device times
+
+
+def test_a_profiled_sweep_writes_ops_apart_from_trials_and_resumes(tmp_path):
+    spec = _spec(
+        attn_implementation="sdpa",
+        profile={"budgets": [8, 16], "trials": 1},
+        slow_attention={"start": 16, "stop": 16, "factor": 2},
+    )
+    path = tmp_path / "run"
+    run_sweep(spec, path, progress=False, command=["test"])
+    run = regimes.read_run(path)
+    assert run.trials.height == 6  # 3 budgets x 2 trials: no profiled row among them
+    ops = regimes.load(path, table="ops")
+    assert ops.select("budget", "trial").unique().sort("budget").rows() == [(8, 0), (16, 0)]
+    assert set(ops.get_column("run_id")) == {RunWriter(path, None).run_id}
+    assert run.meta["synthetic"] and run.meta["slow_attention"]["factor"] == 2
+    calls = ops.filter(pl.col("operator") == "aten::scaled_dot_product_attention")
+    per_budget = dict(calls.group_by("budget").agg(pl.col("calls").sum()).rows())
+    assert per_budget[16] == 2 * 2 * 16  # two layers, 16 steps, computed twice
+    run_sweep(spec, path, progress=False, command=["test"])  # resumed: nothing repeats
+    assert regimes.load(path, table="ops").height == ops.height
+
+
+def test_slow_attention_refuses_a_model_without_sdpa(tmp_path):
+    spec = _spec(attn_implementation="eager", slow_attention={"start": 8, "stop": 8, "factor": 2})
+    run_sweep(spec, tmp_path / "run", progress=False, command=["test"])
+    errors = regimes.read_run(tmp_path / "run").errors
+    assert "attn_implementation = 'sdpa'" in errors.get_column("error")[0]
+
+
+def test_on_a_real_cpu_sweep_the_attention_carries_the_excess(tmp_path):
+    spec = SweepSpec.from_dict(
+        {
+            **BASE,
+            "budgets": list(range(8, 44, 4)),
+            "prompt_tokens": [1024],
+            "trials": 1,
+            "warmup": 1,
+            "engine": "loop",
+            "attn_implementation": "sdpa",
+            "profile": {"budgets": list(range(8, 44, 4)), "trials": 3},
+            "slow_attention": {"start": 24, "stop": 28, "factor": 4},
+        }
+    )
+    run_sweep(spec, tmp_path / "run", progress=False, command=["test"])
+    ops = regimes.load(tmp_path / "run", table="ops")
+    anomalies = pl.DataFrame({"model": ["tiny-gpt2"], "start": [24], "end": [28]})
+    known = SimpleNamespace(anomalies=anomalies, group_columns=["model"], x="budget", y="y")
+    res = regimes.attribute_operators(ops, known, unit="scope", n_boot=400)
+    assert res.carriers().get_column("operator").to_list() == ["aten::scaled_dot_product_attention"]
