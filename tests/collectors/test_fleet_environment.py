@@ -29,6 +29,9 @@ def test_thread_variables_pinned_by_a_nanny_are_removed(monkeypatch: pytest.Monk
 def test_the_probe_reports_the_sessions_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote, "_under_nanny", lambda: True)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # a process-wide value left by an earlier test (a local cluster's workers) would match
+    # the nanny's and be unpinned too: this test sets only OMP_NUM_THREADS
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     monkeypatch.setenv("REGIMES_BACKENDS", "cpu")
     with dask.config.set({"distributed.nanny.pre-spawn-environ": NANNY}):
         answer = probe()
