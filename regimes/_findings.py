@@ -325,11 +325,25 @@ def _alignment_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> st
     )
 
 
+def _operator_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
+    share = (
+        f"carries {100 * row['share']:.0f}% of the excess "
+        f"(CI {100 * row['share_low']:.0f}-{100 * row['share_high']:.0f}%), "
+        if row.get("share") is not None
+        else ""
+    )
+    return (
+        f"{_where(row, group_columns)}: {row['operator']} {share}x{row['ratio']:.3g} "
+        f"({_ci(row)}) its own trend{_q(row)}."
+    )
+
+
 _EXPLAINED: tuple[tuple[str, Callable[[dict[str, Any], Sequence[str]], str]], ...] = (
     ("phases", _phase_sentence),
     ("comparisons", _backend_sentence),
     ("effects", _memory_sentence),
     ("boundaries", _alignment_sentence),
+    ("operators", _operator_sentence),
 )
 
 
@@ -347,6 +361,8 @@ def explanation_findings(result: Any, labels: pl.DataFrame | None = None) -> lis
         if isinstance(getattr(result, table, None), pl.DataFrame):
             if frame is not None and labels is not None and table != "boundaries":
                 frame = labelled(frame, group_columns, labels)
+            if frame is not None and table == "operators":
+                frame = frame.filter(pl.col("flagged"))  # the operators that carry it
             rows = [] if frame is None else list(frame.iter_rows(named=True))
             return [sentence(row, group_columns) for row in rows]
     return []

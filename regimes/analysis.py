@@ -41,7 +41,7 @@ class Explanation:
     Attributes
     ----------
     key : str
-        ``phases``, ``backends``, ``memory`` or ``alignment``.
+        ``phases``, ``backends``, ``memory``, ``alignment`` or ``operators``.
     title : str
         The question it answers, as the report heads it.
     result : AnalysisResult
@@ -281,7 +281,7 @@ def analyze(
         trials=trials,
         detection=detection,
         speedup=_speedup(found.trials, options, notes),
-        explanations=tuple(_explain(found.trials, trials, detection, options, notes)),
+        explanations=tuple(_explain(found.trials, trials, detection, options, notes, found.ops)),
         comparison=comparison,
         refinement=_refinement(found, probes, options, notes) if probes else None,
         probes=tuple(probes),
@@ -396,6 +396,7 @@ _OWN_OPTIONS: dict[str, tuple[str, ...]] = {
     "backends": ("alpha", "level", "session"),
     "memory": ("alpha", "level", "session"),
     "alignment": (),
+    "operators": ("alpha", "level", "seed"),
 }
 """The options each explanation takes beside the detection it explains.
 
@@ -406,12 +407,13 @@ as ``--n-boot`` counts the detection's)."""
 
 
 def _explanation_plans(
-    trials_raw: pl.DataFrame, trials: pl.DataFrame, detection: Any
+    trials_raw: pl.DataFrame, trials: pl.DataFrame, detection: Any, ops: pl.DataFrame
 ) -> list[tuple[str, str, Callable[..., Any], str]]:
     """Plan the explanations the data supports: ``(key, title, function, main table)``."""
     from regimes.explain.alignment import align_boundaries
     from regimes.explain.backends import compare_backends
     from regimes.explain.memory import memory_confound
+    from regimes.explain.operators import attribute_operators
     from regimes.explain.phases import attribute_phases
 
     group_columns = list(detection.group_columns)
@@ -432,6 +434,13 @@ def _explanation_plans(
     if "prompt_tokens" in group_columns and trials["prompt_tokens"].n_unique() >= 2:
         title = "Does it follow the budget or the total length?"
         plans.append(("alignment", title, align_boundaries, "boundaries"))
+    if ops.height:
+
+        def operators(_: Any, report: Any, **own: Any) -> Any:
+            return attribute_operators(ops, report, **own)
+
+        title = "Operators: which operations carry the excess"
+        plans.append(("operators", title, operators, "operators"))
     return plans
 
 
@@ -441,18 +450,21 @@ def _explain(
     detection: Any,
     options: DetectionOptions,
     notes: list[str],
+    ops: pl.DataFrame | None = None,
 ) -> list[Explanation]:
     """Run each explanation the data supports on the anomalies found.
 
     Phases need instrumented trials, backends two backends or more, memory a memory
-    reading, alignment two prompt lengths or more. One that cannot run on this data
+    reading, alignment two prompt lengths or more, operators profiled generations
+    (the run's ``ops`` table). One that cannot run on this data
     leaves a note saying why instead of stopping the analysis.
     """
     if detection.anomalies.height == 0:
         return []
     given = options.to_dict()
     done = []
-    for key, title, function, main in _explanation_plans(trials_raw, trials, detection):
+    empty = pl.DataFrame() if ops is None else ops
+    for key, title, function, main in _explanation_plans(trials_raw, trials, detection, empty):
         own = {name: given[name] for name in _OWN_OPTIONS[key]}
         try:
             result = function(trials_raw, detection, **own)

@@ -31,6 +31,7 @@ _BY_TABLE: tuple[tuple[str, str, str, str, bool], ...] = (
     ("effects", "first_visit_s", "regimes.viz._history_chart", "history_chart", False),
     ("positions", "boundary", "regimes.viz._explain", "alignment_chart", False),
     ("boundaries", "grid_low", "regimes.viz._refine_chart", "refine_chart", True),
+    ("profiles", "share", "regimes.viz._operators_chart", "operators_chart", False),
 )
 
 
@@ -44,8 +45,9 @@ def result_chart(result: Any, df: Any = None, **options: Any) -> alt.TopLevelMix
         :func:`regimes.cache_speedup` (the speedup chart),
         :func:`regimes.attribute_phases`, :func:`regimes.memory_confound`,
         :func:`regimes.compare_backends`, :func:`regimes.align_boundaries`,
-        :func:`regimes.history_effect`, :func:`regimes.compare_runs` or
-        :func:`regimes.refine_boundaries` (the refinement chart).
+        :func:`regimes.history_effect`, :func:`regimes.compare_runs`,
+        :func:`regimes.attribute_operators` or :func:`regimes.refine_boundaries` (the
+        refinement chart).
     df : polars.DataFrame or pandas.DataFrame, optional
         The trial table, for charts that draw trials (latency, phases, refinement).
         Default: the result's own ``trials`` when it keeps them.
@@ -89,7 +91,8 @@ def _builder_for(result: Any) -> tuple[_Builder, bool]:
     raise RegimesInputError(
         f"no chart is known for a {type(result).__name__}: regimes charts the results of "
         "detect_regimes, cache_speedup, attribute_phases, memory_confound, compare_backends, "
-        "align_boundaries, history_effect, compare_runs and refine_boundaries"
+        "align_boundaries, history_effect, compare_runs, attribute_operators and "
+        "refine_boundaries"
     )
 
 

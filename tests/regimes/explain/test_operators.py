@@ -130,3 +130,14 @@ def test_the_committed_cpu_run_names_the_attention_as_its_carrier():
     assert rep.anomalies.select("start", "end").rows() == [(28, 36)]
     res = regimes.attribute_operators(regimes.load(run, table="ops"), rep, unit="scope")
     assert res.carriers().get_column("operator").to_list() == ["aten::scaled_dot_product_attention"]
+
+
+def test_the_chart_draws_each_operators_share_and_analyze_names_the_carriers():
+    res = regimes.attribute_operators(_ops(), _report(), n_boot=200)
+    spec = res.chart().to_dict()
+    assert "aten::attention" in spec["title"]["subtitle"]
+    run = REPO / "examples" / "data" / "cpu-slow-attention"
+    analysis = regimes.analyze(run, n_boot=200)
+    (item,) = [e for e in analysis.explanations if e.key == "operators"]
+    assert item.result.carriers().height >= 1
+    assert any("scaled_dot_product" in line for line in analysis.findings())
