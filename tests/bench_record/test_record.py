@@ -24,6 +24,7 @@ BENCHMARKS = (
     "collector_overhead",
     "compare_calibration",
     "fleet_scale",
+    "operator_flags",
     "refine_accuracy",
     "speed",
     "speedup_calibration",

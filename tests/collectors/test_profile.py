@@ -152,7 +152,7 @@ def test_on_a_real_cpu_sweep_the_attention_carries_the_excess(tmp_path):
             "engine": "loop",
             "attn_implementation": "sdpa",
             "profile": {"budgets": list(range(8, 44, 4)), "trials": 3},
-            "slow_attention": {"start": 24, "stop": 28, "factor": 4},
+            "slow_attention": {"start": 24, "stop": 28, "factor": 8},
         }
     )
     run_sweep(spec, tmp_path / "run", progress=False, command=["test"])
