@@ -35,7 +35,7 @@ from regimes.data.runs.parts import write_text_atomically
 
 from .._events import EventSink, ignore
 from .._schedule import ScheduledTrial, iter_plan
-from .._session import SessionOutcome, _SessionRun, drive
+from .._session import SessionOutcome, _never_stop, _SessionRun, drive
 from .._signals import Interrupts
 from .._state import RunState
 from ..spec import Case, SweepSpec
@@ -243,10 +243,6 @@ def _session_servers(writer: RunWriter) -> dict[int, str]:
         for e in log
         if isinstance(e, dict) and e.get("event") == "server" and "identity" in e
     }
-
-
-def _never_stop() -> str | None:
-    return None
 
 
 def run_endpoint_session(
