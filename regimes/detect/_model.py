@@ -41,10 +41,9 @@ from regimes.detect._regimes import KMAX, as_step, canonical
 from regimes.detect._sensitivity import (
     SENSITIVITY_WIDTHS,
     CurveNoise,
-    PowerTable,
-    detectable_ratios,
+    PowerDesign,
+    detectable_on_ladder,
     ladder,
-    power_table,
 )
 from regimes.detect._trials import Pools
 
@@ -126,11 +125,10 @@ class CurveModel(NamedTuple):
 
 
 class _Noise(NamedTuple):
-    """A curve's cell noise, its trials' sampling variance, and its grid's power table."""
+    """A curve's cell noise and its trials' sampling variance."""
 
     sigma: float
     sampling: float
-    power: PowerTable
 
 
 class _Options(NamedTuple):
@@ -326,8 +324,8 @@ def _resample(
 ) -> RowFit:
     """Fit ``n_boot`` draws of each curve in ``rows``.
 
-    Under its fitted null (``part`` 0: the trend alone) or its fitted model (1: trend
-    and regimes).
+    Under its fitted null (``part`` 0: the trend alone, fitted as the data are) or its
+    fitted model (1: trend and regimes, the trend's flexibility held at the curve's).
     """
     t = sm.size
     levels = np.stack([curves[i].level for i in rows])
@@ -338,7 +336,11 @@ def _resample(
     for k, i in enumerate(rows):
         noise = _draws(curves[i], fit, i, float(scale[k]), o, part)
         stacked.append((fit.trend[i] if part == 0 else _fitted(fit, i, t)) + noise)
-    return fit_rows(np.concatenate(stacked), sm, o.h, KMAX)
+    # the model's draws hold the trend's flexibility at the curve's own: the bounds say
+    # where a regime starts given the trend, and a draw whose trend took the regime in
+    # holds no onset to count (docs/method.md, section 5)
+    held = None if part == 0 else np.repeat(fit.which[rows], o.n_boot)
+    return fit_rows(np.concatenate(stacked), sm, o.h, KMAX, held)
 
 
 def _within(c: CurveInput) -> float:
@@ -427,20 +429,12 @@ def fit_grid(
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
     nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
     gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
-    power = _power_tables(sm, raw, noise, o, seed)
-    models = [
-        _curve_model(
-            c,
-            fit,
-            i,
-            sm,
-            _Noise(noise[i], sampling[i], power[i]),
-            nulls.get(i),
-            gauss,
-            o,
-        )
+    tested = [
+        _curve_model(c, fit, i, sm, _Noise(noise[i], sampling[i]), nulls.get(i), gauss, o)
         for i, c in enumerate(curves)
     ]
+    detectable = _sensitivities(sm, raw, noise, [own for _, own in tested], o, seed)
+    models = [m._replace(detectable=d) for (m, _), d in zip(tested, detectable, strict=True)]
     _add_spread(models, curves, raw, sampling, sm, o)
     return [
         m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
@@ -452,10 +446,15 @@ OWN_DRAWS_CELLS = 12
 """Longest grid whose curves each draw their power about their own trend."""
 
 
-def _power_tables(
-    sm: Smoother, raw: RowFit, noise: np.ndarray, o: _Options, seed: int
-) -> list[PowerTable]:
-    """Return each curve's power table (:mod:`regimes.detect._sensitivity`).
+def _sensitivities(
+    sm: Smoother,
+    raw: RowFit,
+    noise: np.ndarray,
+    owns: list[CurveNoise],
+    o: _Options,
+    seed: int,
+) -> list[tuple[float, ...]]:
+    """Return each curve's detectable ratios, from its power table (:mod:`._sensitivity`).
 
     A spike can only make a curve's trend more flexible than its own data chose (the
     smoothness bends to take the spike in), never stiffer: a table's draws may choose
@@ -469,16 +468,24 @@ def _power_tables(
     which = raw.which.tolist()
     if sm.size <= OWN_DRAWS_CELLS:
         return [
-            power_table(
-                sm, w, o.h, sign, ladder(noise[i : i + 1], o.tau0), seed, raw.trend[i] / noise[i]
-            )
+            detectable_on_ladder(
+                PowerDesign(sm, w, o.h, sign, seed, raw.trend[i] / noise[i]),
+                ladder(noise[i : i + 1], o.tau0),
+                [owns[i]],
+            )[0]
             for i, w in enumerate(which)
         ]
-    tables = {
-        w: power_table(sm, w, o.h, sign, ladder(noise[raw.which == w], o.tau0), seed)
-        for w in set(which)
-    }
-    return [tables[w] for w in which]
+    out: list[tuple[float, ...]] = [()] * len(owns)
+    for w in sorted(set(which)):
+        members = np.flatnonzero(raw.which == w)
+        ratios = detectable_on_ladder(
+            PowerDesign(sm, w, o.h, sign, seed),
+            ladder(noise[members], o.tau0),
+            [owns[i] for i in members],
+        )
+        for i, r in zip(members, ratios, strict=True):
+            out[i] = r
+    return out
 
 
 def _null_maxima(
@@ -558,8 +565,8 @@ def _curve_model(
     nulls: tuple[np.ndarray, np.ndarray] | None,
     gauss: tuple[np.ndarray, np.ndarray] | None,
     o: _Options,
-) -> CurveModel:
-    """One curve's model: its regimes tested on its null draws, and its sensitivity."""
+) -> tuple[CurveModel, CurveNoise]:
+    """One curve's model, its regimes tested on its null draws; what its sensitivity needs."""
     t = sm.size
     regimes, shift = _regimes_of(fit, i, t)
     sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
@@ -573,7 +580,7 @@ def _curve_model(
     critical = max(q, float(stats.t.ppf(1.0 - o.alpha, df)))
     rho = noise.sampling / max(noise.sigma, 1e-12) ** 2
     own = CurveNoise(noise.sigma, o.tau0, critical, rho, PRIOR_DF, fit.trend[i])
-    return CurveModel(
+    model = CurveModel(
         curve=c.curve,
         trend=fit.trend[i] + shift,
         sigma=sigma,
@@ -583,5 +590,6 @@ def _curve_model(
         tau=0.0,
         regimes=tested,
         resampled=nulls is not None,
-        detectable=detectable_ratios(noise.power, sm, own),
+        detectable=(),
     )
+    return model, own

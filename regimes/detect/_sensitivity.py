@@ -44,7 +44,9 @@ __all__ = [
     "POWER",
     "SENSITIVITY_WIDTHS",
     "CurveNoise",
+    "PowerDesign",
     "PowerTable",
+    "detectable_on_ladder",
     "detectable_ratios",
     "ladder",
     "power_table",
@@ -64,6 +66,10 @@ LARGEST_RATIO = 10.0
 
 _STEP = 1.25
 """Ratio between neighbouring heights of the ladder."""
+
+_MARGIN = 8.0
+"""Height over its TREAT threshold, in units of its noise, at which a curve's spikes are
+almost always reported: the rungs fitted first reach it for every curve of a table."""
 
 
 class PowerTable(NamedTuple):
@@ -262,3 +268,77 @@ def _crossing(heights: np.ndarray, power: np.ndarray, sigma: float) -> float:
         s = float(np.exp(log_h[j - 1] + w * (log_h[j] - log_h[j - 1])))
     ratio = float(np.exp(min(sigma * s, 700.0)))
     return ratio if ratio <= LARGEST_RATIO * (1 + 1e-9) else float("inf")
+
+
+class PowerDesign(NamedTuple):
+    """What a power table is drawn for: the arguments of :func:`power_table` but the ladder."""
+
+    sm: Smoother
+    least: int
+    h: float
+    sign: float
+    seed: int
+    offset: np.ndarray | None = None
+
+
+def _joined(low: PowerTable, high: PowerTable) -> PowerTable:
+    """Return the table of ``low``'s rungs followed by ``high``'s."""
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(low, name), getattr(high, name)], axis=1)
+
+    return low._replace(
+        heights=np.concatenate([low.heights, high.heights]),
+        delta=cat("delta"),
+        se_unit=cat("se_unit"),
+        start=cat("start"),
+        end=cat("end"),
+        which=cat("which"),
+        sigma=cat("sigma"),
+        df=cat("df"),
+    )
+
+
+def _settled(ratios: tuple[float, ...], table: PowerTable, curve: CurveNoise) -> bool:
+    """Whether more rungs could change a curve's answer: not once each width has crossed."""
+    past = float(table.heights[-1]) * curve.sigma >= np.log(LARGEST_RATIO * (1 + 1e-9))
+    return past or all(not np.isinf(r) for r in ratios)
+
+
+def detectable_on_ladder(
+    design: PowerDesign, heights: np.ndarray, curves: list[CurveNoise]
+) -> list[tuple[float, ...]]:
+    """Return the detectable ratios of ``curves`` from one table, fitting only the rungs needed.
+
+    A curve's answer is read at the first rung whose power reaches :data:`POWER` and the
+    rung before it (:func:`detectable_ratios`), and every rung's draws are the same
+    whichever rungs are fitted. So the rungs up to :data:`_MARGIN` over the highest
+    threshold of the curves are fitted first, the rest only where a curve has not
+    crossed by then: the answers are those of the whole ladder, at about half its cost.
+
+    Parameters
+    ----------
+    design : PowerDesign
+        The grid, trend flexibility, threshold, direction, seed and offset of the table.
+    heights : numpy.ndarray
+        The ladder, from :func:`ladder`.
+    curves : list of CurveNoise
+        The curves the table serves.
+
+    Returns
+    -------
+    list of tuple of float
+        Per curve, as :func:`detectable_ratios`.
+    """
+    d = design
+    top = max(c.tau0 / max(c.sigma, 1e-9) for c in curves) + _MARGIN
+    first = min(heights.size, int(np.searchsorted(heights, top, side="right")) + 1)
+    table = power_table(d.sm, d.least, d.h, d.sign, heights[:first], d.seed, d.offset)
+    ratios = [detectable_ratios(table, d.sm, c) for c in curves]
+    if first < heights.size and not all(
+        _settled(r, table, c) for r, c in zip(ratios, curves, strict=True)
+    ):
+        rest = power_table(d.sm, d.least, d.h, d.sign, heights[first:], d.seed, d.offset)
+        table = _joined(table, rest)
+        ratios = [detectable_ratios(table, d.sm, c) for c in curves]
+    return ratios
