@@ -93,23 +93,36 @@ def _iter_groups(spec: SweepSpec, session: int, *, profiled: bool) -> Iterator[S
     """Each loaded model's measured rounds; then, if asked, its profiled generations.
 
     Profiled generations (spec key ``profile``) run after the measured trials of their
-    model in the session, ``profile.trials`` rounds of the profiled cases, each round
-    in a fresh permutation of its own seeded stream.
+    model in the session (before them with ``profile.first``), ``profile.trials``
+    rounds of the profiled cases, each round in a fresh permutation of its own seeded
+    stream.
     """
     rng = np.random.default_rng((spec.seed, session))
     other = np.random.default_rng((spec.seed, session, _PROFILE_STREAM))
     cases = spec.cases()
     groups = [list(g) for _, g in itertools.groupby(cases, key=lambda c: c.load_key)]
+    first = spec.profile is not None and spec.profile.first
     for g in rng.permutation(len(groups)):
         group = groups[g]
+        if first:
+            yield from _profiled_rounds(spec, group, session, other, profiled)
         for r in range(spec.trials):
             for i in rng.permutation(len(group)):
                 yield ScheduledTrial(group[i], session, r, False)
-        if profiled and spec.profile is not None:
-            chosen = [c for c in group if c.budget in spec.profile.budgets]
-            for r in range(spec.profile.trials if chosen else 0):
-                for i in other.permutation(len(chosen)):
-                    yield ScheduledTrial(chosen[i], session, r, False, profiled=True)
+        if not first:
+            yield from _profiled_rounds(spec, group, session, other, profiled)
+
+
+def _profiled_rounds(
+    spec: SweepSpec, group: list[Case], session: int, rng: np.random.Generator, profiled: bool
+) -> Iterator[ScheduledTrial]:
+    """One loaded model's profiled generations, round by round (none unless asked)."""
+    if not profiled or spec.profile is None:
+        return
+    chosen = [c for c in group if c.budget in spec.profile.budgets]
+    for r in range(spec.profile.trials if chosen else 0):
+        for i in rng.permutation(len(chosen)):
+            yield ScheduledTrial(chosen[i], session, r, False, profiled=True)
 
 
 def measured_order(spec: SweepSpec, session: int) -> list[ScheduledTrial]:

@@ -5,7 +5,11 @@ profiled generations of each case whose budget is listed. They run after the ses
 measured trials of the same loaded model, under :func:`torch.profiler.profile`, and
 write only the run's ``ops`` table (per operator: self time on the host and, where the
 backend reports it, on the device, and call counts); they are never rows of the trial
-table, since a profiler costs time (:mod:`collectors.profiling`).
+table, since a profiler costs time (:mod:`collectors.profiling`). With ``first = true``
+they run *before* the measured trials of their model instead, so that they see the
+process cold: with ``warmup_policy = "none"`` a profiled generation then pays whatever a
+process pays the first time it meets a shape (cuDNN's attention plans, per KV length),
+and the profiled rounds after the first show the same generations warm.
 
 ``slow_attention = { start, stop, factor }`` (stop inclusive, ``factor`` a whole number
 >= 2) computes every scaled-dot-product attention call of a generation whose budget
@@ -35,14 +39,21 @@ class Profile:
     --------
     >>> Profile((8, 16), 2).to_dict()
     {'budgets': [8, 16], 'trials': 2}
+    >>> Profile((8, 16), 2, first=True).to_dict()
+    {'budgets': [8, 16], 'trials': 2, 'first': True}
     """
 
     budgets: tuple[int, ...]
     trials: int
+    first: bool = False
+    """Run the profiled generations before the measured trials of their model, not after."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the profile as the TOML table that specifies it."""
-        return {"budgets": list(self.budgets), "trials": self.trials}
+        """Return the profile as the TOML table that specifies it (``first`` only if set)."""
+        table: dict[str, Any] = {"budgets": list(self.budgets), "trials": self.trials}
+        if self.first:
+            table["first"] = True
+        return table
 
 
 @dataclass(frozen=True)
@@ -70,10 +81,20 @@ class SlowAttention:
 
 
 def check_profile(key: str, value: Any, known: Mapping[str, Any]) -> Profile | None:
-    """Check ``profile``: a table of ``budgets`` (whole numbers >= 1) and ``trials``."""
+    """Check ``profile``: a table of ``budgets`` (whole numbers >= 1), ``trials``, ``first``.
+
+    ``first`` (optional, default false) runs the profiled generations before the
+    measured trials of their model.
+    """
     if value is None or isinstance(value, Profile):
         return value
-    table = checks.table_value(key, value, ("budgets", "trials"))
+    first = False
+    if isinstance(value, Mapping) and "first" in value:
+        first = value["first"]
+        if not isinstance(first, bool):
+            raise SpecError(f"'profile.first' must be true or false, got {first!r}")
+        value = {k: v for k, v in value.items() if k != "first"}
+    table = checks.table_value(key, value, ("budgets", "trials"), " (and optionally first)")
     listed = table["budgets"]
     if not isinstance(listed, (list, tuple)) or not listed:
         raise SpecError(f"'profile.budgets' must be a non-empty list, got {listed!r}")
@@ -81,7 +102,7 @@ def check_profile(key: str, value: Any, known: Mapping[str, Any]) -> Profile | N
     if len(set(budgets)) != len(budgets):
         raise SpecError(f"'profile.budgets' repeats a budget: {list(budgets)}")
     trials = checks.int_value("profile.trials", table["trials"], minimum=1)
-    return Profile(tuple(sorted(budgets)), trials)
+    return Profile(tuple(sorted(budgets)), trials, first)
 
 
 def check_slow_attention(key: str, value: Any, known: Mapping[str, Any]) -> SlowAttention | None:

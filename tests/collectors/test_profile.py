@@ -15,7 +15,7 @@ import torch
 import regimes
 from collectors._schedule import iter_measured, plan_session
 from collectors._state import RunState
-from collectors.profiling import profiled, slowed_attention
+from collectors.profiling import operator_rows, profiled, slowed_attention
 from collectors.spec import Profile, SlowAttention, SpecError, SweepSpec
 from collectors.sweep import run_sweep
 from regimes.data.io import RunWriter
@@ -91,6 +91,65 @@ def test_profiled_generations_follow_the_measured_ones_and_leave_their_order_alo
         (16, 0),
         (16, 1),
     ]
+
+
+def test_profile_first_runs_the_profiled_generations_before_the_measured_ones():
+    plain = _spec()
+    spec = _spec(profile={"budgets": [8, 16], "trials": 2, "first": True})
+    assert spec.profile == Profile((8, 16), 2, first=True)
+    assert spec.to_dict()["profile"] == {"budgets": [8, 16], "trials": 2, "first": True}
+    assert _spec(profile={"budgets": [8], "trials": 1}).to_dict()["profile"] == {
+        "budgets": [8],
+        "trials": 1,
+    }
+    empty = RunState(frozenset(), frozenset(), {}, 0, "synthetic-run")
+    plan = plan_session(spec, 0, empty)
+    assert [t.profiled for t in plan] == [True] * 4 + [False] * 6
+    assert [t for t in plan if not t.profiled] == list(iter_measured(plain, 0))
+    after = plan_session(_spec(profile={"budgets": [8, 16], "trials": 2}), 0, empty)
+    assert [t for t in plan if t.profiled] == [t for t in after if t.profiled]
+
+
+def test_profile_first_must_be_a_boolean():
+    with pytest.raises(SpecError, match="'profile.first' must be true or false"):
+        _spec(profile={"budgets": [8], "trials": 1, "first": "yes"})
+
+
+def _event(name, kind, *, id=0, linked=0, parent=None, host=0.0, device=0.0):
+    return SimpleNamespace(
+        name=name,
+        device_type=f"DeviceType.{kind}",
+        id=id,
+        linked_correlation_id=linked,
+        cpu_parent=parent,
+        self_cpu_time_total=host,
+        self_device_time_total=device,
+    )
+
+
+def test_kernels_are_scoped_to_the_operator_that_launched_them_and_counted_once():
+    # a CUDA profile as Kineto gives it: the attention operator (id 7) calls the cuDNN
+    # operator (id 8), which launches a kernel linked to it by correlation id; the
+    # host operators' own device time repeats the kernel's.
+    sdpa = _event("aten::scaled_dot_product_attention", "CPU", id=7, host=20.0, device=0.0)
+    cudnn = _event(
+        "aten::_scaled_dot_product_cudnn_attention", "CPU", id=8, parent=sdpa, host=900.0
+    )
+    cudnn.self_device_time_total = 30.0
+    kernel = _event("cudnn_generated_fort_native_sdpa", "CUDA", linked=8, device=30.0)
+    stray = _event("Memcpy HtoD", "CUDA", linked=99, device=5.0)
+    rows = {
+        (r["scope"], r["operator"]): r
+        for r in operator_rows([sdpa, cudnn, kernel, stray], device_times=True)
+    }
+    k = rows[("aten::scaled_dot_product_attention", "cudnn_generated_fort_native_sdpa")]
+    assert (k["device_type"], k["self_device_s"], k["self_host_s"]) == ("cuda", 30e-6, 0.0)
+    host = rows[("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_cudnn_attention")]
+    assert (host["self_host_s"], host["self_device_s"]) == (900e-6, 0.0)
+    assert rows[("Memcpy HtoD", "Memcpy HtoD")]["self_device_s"] == 5e-6  # no operator linked
+    assert sum(r["self_device_s"] for r in rows.values()) == pytest.approx(35e-6)
+    no_device = operator_rows([sdpa, cudnn], device_times=False)
+    assert all(r["self_device_s"] is None for r in no_device)
 
 
 def test_slowed_attention_repeats_the_call_and_keeps_its_result():
