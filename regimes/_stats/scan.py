@@ -376,8 +376,13 @@ def _fit_one(
     chosen = _select_all(levels, grids, which, h, kmax)
     again = np.flatnonzero((chosen >= 0).any(axis=1) & (held is None))
     if again.size:
-        sub = levels[again]
-        picks = np.stack([_select(sub, g, h * h, kmax) for g in grids])
+        sub, first = levels[again], which[again]
+        picks = np.repeat(chosen[again][None], len(grids), axis=0)
+        for w, g in enumerate(grids):
+            # a row's own first smoother has made its selection already
+            other = first != w
+            if other.any():
+                picks[w, other] = _select(sub[other], g, h * h, kmax)
         scores = np.stack([_joint(sub, g, c, h * h) for g, c in zip(grids, picks, strict=True)])
         best = np.argmin(scores, axis=0)
         which[again] = best
