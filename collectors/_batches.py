@@ -21,6 +21,7 @@ from regimes.data.io import RunWriter
 from regimes.data.io import read_meta as read_run_meta
 from regimes.data.runs.parts import write_text_atomically
 
+from ._profile_auto import resolved
 from ._schedule import measured_left_per_case
 from ._state import RunState
 from .spec import SpecError, SweepSpec
@@ -72,8 +73,10 @@ def session_specs(meta: dict[str, Any]) -> dict[int, SweepSpec]:
     """Map every session of a run to the spec that governs it.
 
     The run's own sessions first, then each batch's, in the order they were added.
+    The run's own sessions profile the budgets ``profile = "auto"`` chose, once
+    ``meta.json`` records them; a batch's sessions profile none under ``"auto"``.
     """
-    base = stored_spec(meta)
+    base = resolved(stored_spec(meta), meta)  # profile = "auto": the budgets it chose
     specs = dict.fromkeys(range(base.sessions), base)
     for entry in meta.get("batches", []):
         spec = _batch_spec(meta["spec"], entry, check_available=False)

@@ -149,7 +149,7 @@ def _run_worker(
                 continue
             if event["event"] in ("start", "load", "stopped"):
                 in_flight = event
-            elif event["event"] in ("trial", "skip"):
+            elif event["event"] in ("trial", "profiled", "skip"):
                 in_flight = None
             sink(event)
         return child.wait(), in_flight

@@ -42,6 +42,7 @@ __all__ = [
     "measured_left_per_case",
     "measured_order",
     "plan_session",
+    "profiled_left_per_case",
     "schedule",
 ]
 
@@ -256,13 +257,43 @@ def measured_left_per_case(spec: SweepSpec, session: int, state: RunState) -> di
     }
 
 
+def profiled_left_per_case(spec: SweepSpec, session: int, state: RunState) -> dict[Case, int]:
+    """Count the profiled generations each case of ``session`` has left (spec key ``profile``).
+
+    As many as :func:`iter_plan` yields: ``profile.trials`` for each case at a profiled
+    budget, less those the ``ops`` table holds, none for a case that failed in the session.
+    """
+    profile = spec.profile
+    if profile is None or not profile.budgets:
+        return {}
+    named = state.named_by(spec)
+    stored = Counter((_stored_case(key), key[6]) for key in named.profiled if key[6] == session)
+    failed = state.failed_in(session)
+    return {
+        case: 0
+        if failed and case.base in failed
+        else max(profile.trials - stored[case, session], 0)
+        for case in spec.cases()
+        if case.budget in profile.budgets
+    }
+
+
+def _stored_case(key: tuple[Any, ...]) -> Case:
+    """Name the case of a stored key (:data:`regimes.data.io.TRIAL_KEY` order, attention last)."""
+    model, backend, dtype, use_cache, prompt_tokens, budget = key[:6]
+    return Case(model, backend, dtype, use_cache, prompt_tokens, budget, key[9])
+
+
 def generations_left(spec: SweepSpec, session: int, state: RunState) -> Counter[Case]:
     """Count the generations, warm-ups included, :func:`iter_plan` yields for each case.
 
-    Warm-ups are counted under the case they run (under ``max-first``, the loaded
-    model's largest), as the session runner counts what a failure skips.
+    Measured trials, profiled generations and warm-ups: every case with a generation
+    left is warmed again, as :func:`iter_plan` warms it. Warm-ups are counted under the
+    case they run (under ``max-first``, the loaded model's largest), as the session
+    runner counts what a failure skips.
     """
     counts = Counter({c: n for c, n in measured_left_per_case(spec, session, state).items() if n})
+    counts.update({c: n for c, n in profiled_left_per_case(spec, session, state).items() if n})
     if spec.warmup_policy == "per-case":
         for case in list(counts):
             counts[case] += spec.warmup

@@ -97,6 +97,7 @@ class SessionOutcome:
     warmups: int = 0
     errors: int = 0
     stopped: str | None = None
+    profiled: int = 0
 
 
 class _SessionRun:
@@ -145,8 +146,8 @@ class _SessionRun:
 
     @property
     def progressed(self) -> bool:
-        """Whether this call has written a measured trial or recorded a failed case."""
-        return bool(self.outcome.measured or self.outcome.errors)
+        """Whether this call has written a measured trial or a profile, or a failed case."""
+        return bool(self.outcome.measured or self.outcome.profiled or self.outcome.errors)
 
     def stop_reason(self, warming: bool = False) -> str | None:
         """Why to stop before the next load or generation (``None``: go on).
@@ -244,10 +245,10 @@ class _SessionRun:
                 # generation's tensors, can they be freed.
                 self.release(backend)
                 continue
+            remaining[item.case] -= 1
             if item.profiled:
                 self.write_profile(item, loaded, *measured)
                 continue
-            remaining[item.case] -= 1
             self.write_trial(item, loaded, *measured)
             warming = item.warmup
         return True
@@ -389,6 +390,7 @@ class _SessionRun:
         )
         with self.interrupts.deferred():
             self.writer.write_ops(frame)
+        self.outcome.profiled += 1
         self.emit(
             {
                 "event": "profiled",

@@ -11,6 +11,12 @@ process cold: with ``warmup_policy = "none"`` a profiled generation then pays wh
 process pays the first time it meets a shape (cuDNN's attention plans, per KV length),
 and the profiled rounds after the first show the same generations warm.
 
+``profile = "auto"`` (or ``{ budgets = "auto", trials = N, alpha = A, min_ratio = R }``,
+each of the last three optional: 3 trials, detection's own defaults) chooses the budgets
+itself: once every timed trial is on disk the run's detection looks at them, and a few
+budgets inside and around each regime it finds are profiled
+(:mod:`collectors._profile_auto`).
+
 ``slow_attention = { start, stop, factor }`` (stop inclusive, ``factor`` a whole number
 >= 2) computes every scaled-dot-product attention call of a generation whose budget
 lies in ``start..stop`` ``factor`` times: the attention operators are really slower
@@ -28,7 +34,18 @@ from typing import Any
 from . import _spec_checks as checks
 from ._spec_checks import SpecError
 
-__all__ = ["Profile", "SlowAttention", "check_profile", "check_slow_attention", "profile_in_grid"]
+__all__ = [
+    "AUTO",
+    "AutoProfile",
+    "Profile",
+    "SlowAttention",
+    "check_profile",
+    "check_slow_attention",
+    "profile_in_grid",
+]
+
+AUTO = "auto"
+"""The value of ``profile`` (or of its ``budgets``) that lets the timed trials choose."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,71 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class AutoProfile(Profile):
+    """Profiled generations at budgets the timed trials choose (``profile = "auto"``).
+
+    Its ``budgets`` are empty until the run's detection has chosen them; the run then
+    profiles ``trials`` generations per session of each case at the chosen budgets,
+    detecting with ``alpha`` and ``min_ratio`` (``None``: detection's defaults).
+
+    Examples
+    --------
+    >>> AutoProfile().to_dict()
+    'auto'
+    >>> AutoProfile(trials=2, min_ratio=2.0).to_dict()
+    {'budgets': 'auto', 'trials': 2, 'min_ratio': 2.0}
+    """
+
+    budgets: tuple[int, ...] = ()
+    trials: int = 3
+    alpha: float | None = None
+    min_ratio: float | None = None
+
+    def to_dict(self) -> Any:
+        """Return ``"auto"``, or the table that specifies it where it sets anything."""
+        if (self.trials, self.alpha, self.min_ratio) == (3, None, None):
+            return AUTO
+        table: dict[str, Any] = {"budgets": AUTO, "trials": self.trials}
+        table.update({k: v for k in ("alpha", "min_ratio") if (v := getattr(self, k)) is not None})
+        return table
+
+
+def _auto_profile(key: str, value: Any) -> AutoProfile:
+    """Check ``"auto"`` or ``{ budgets = "auto", trials, alpha, min_ratio }``."""
+    if isinstance(value, str):
+        return AutoProfile()
+    allowed = ("budgets", "trials", "alpha", "min_ratio")
+    for name in value:
+        if name not in allowed:
+            raise SpecError(
+                f"unknown key {name!r} in {key!r}{checks.suggest(str(name), allowed)}"
+                ' (with budgets = "auto": trials, alpha, min_ratio)'
+            )
+    trials = checks.int_value(f"{key}.trials", value.get("trials", 3), minimum=1)
+    alpha = value.get("alpha")
+    if alpha is not None and not (_is_number(alpha) and 0 < alpha < 1):
+        raise SpecError(f"'{key}.alpha' must be a number between 0 and 1, got {alpha!r}")
+    min_ratio = value.get("min_ratio")
+    if min_ratio is not None and not (_is_number(min_ratio) and min_ratio > 1):
+        raise SpecError(f"'{key}.min_ratio' must be a number above 1, got {min_ratio!r}")
+    return AutoProfile(
+        trials=trials,
+        alpha=None if alpha is None else float(alpha),
+        min_ratio=None if min_ratio is None else float(min_ratio),
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _is_auto(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return isinstance(value.get("budgets"), str) and value["budgets"] == AUTO
+    return isinstance(value, str) and value == AUTO
+
+
+@dataclass(frozen=True)
 class SlowAttention:
     """Attention computed ``factor`` times in generations with a budget in ``start..stop``.
 
@@ -81,13 +163,22 @@ class SlowAttention:
 
 
 def check_profile(key: str, value: Any, known: Mapping[str, Any]) -> Profile | None:
-    """Check ``profile``: a table of ``budgets`` (whole numbers >= 1), ``trials``, ``first``.
+    """Check ``profile``: ``"auto"``, or a table of ``budgets``, ``trials``, ``first``.
+
+    ``budgets`` are whole numbers >= 1, or ``"auto"`` (:class:`AutoProfile`).
 
     ``first`` (optional, default false) runs the profiled generations before the
     measured trials of their model.
     """
     if value is None or isinstance(value, Profile):
         return value
+    if _is_auto(value):
+        return _auto_profile(key, value)
+    if not isinstance(value, Mapping):
+        raise SpecError(
+            f"{key!r} must be a table {{ budgets = [...], trials = N }} or {AUTO!r}, "
+            f"got {value!r} ({checks.type_name(value)})"
+        )
     first = False
     if isinstance(value, Mapping) and "first" in value:
         first = value["first"]

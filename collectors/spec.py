@@ -63,6 +63,7 @@ from typing import Any
 from . import _spec_checks as checks
 from ._spec_checks import ATTN_IMPLEMENTATIONS, MAX_SEED, SDPA_BACKENDS, SpecError
 from ._spec_profile import (
+    AutoProfile,
     Profile,
     SlowAttention,
     check_profile,
@@ -81,6 +82,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = [
     "ATTN_IMPLEMENTATIONS",
+    "AutoProfile",
     "Case",
     "FLEET_SESSIONS",
     "ISOLATIONS",
@@ -366,7 +368,8 @@ class SweepSpec:
         (:mod:`collectors.endpoint`); it fixes the keys that only the server decides.
     profile : Profile or None
         Profiled generations in trials of their own, written to the ``ops`` table
-        (:mod:`collectors._spec_profile`).
+        (:mod:`collectors._spec_profile`); an :class:`AutoProfile` (``"auto"``) has
+        the timed trials choose its budgets (:mod:`collectors._profile_auto`).
     slow_attention : SlowAttention or None
         Attention computed ``factor`` times inside a budget interval (synthetic).
 

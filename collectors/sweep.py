@@ -37,6 +37,7 @@ from ._batches import claim_batch, measured_left, read_meta, session_specs, stor
 from ._events import EventSink
 from ._lock import RunBusyError, RunLock
 from ._process import run_process_session
+from ._profile_auto import needs_choice, record_choice, resolved
 from ._progress import Progress
 from ._schedule import ScheduledTrial, generations_left, plan_session, schedule
 from ._session import DEADLINE, EXIT_CODES, SessionOutcome, run_session
@@ -356,9 +357,36 @@ def run_sweep(
         check_run_dir(spec, target)  # again under the lock: another writer may have begun
         remove_stale_temp_files(target)
         writer = RunWriter(target, meta)
-        pending = dict.fromkeys(range(spec.sessions), spec)
+        pending = dict.fromkeys(range(spec.sessions), resolved(spec, writer.meta))
         status, sink, messages = _run_pending(pending, writer, lock, interrupts, call)
+        if status == "complete" and needs_choice(spec, writer.meta):
+            status = _profile_chosen(spec, writer, lock, interrupts, call, sink, messages)
     return _result(target, status, sink, messages, call, pending)
+
+
+def _profile_chosen(
+    spec: SweepSpec,
+    writer: RunWriter,
+    lock: RunLock,
+    interrupts: Interrupts,
+    call: _Call,
+    sink: Progress,
+    messages: list[str],
+) -> str:
+    """Choose the budgets of ``profile = "auto"`` and profile them in the run's sessions.
+
+    The choice is recorded in ``meta.json`` first (:mod:`collectors._profile_auto`), so
+    the session processes, and a rerun after an interruption, profile the same budgets.
+    """
+    choice = record_choice(writer, spec)
+    messages.append(choice.message())
+    if not choice.budgets:
+        return "complete"
+    pending = dict.fromkeys(range(spec.sessions), resolved(spec, writer.meta))
+    status, more, later = _run_pending(pending, writer, lock, interrupts, call)
+    sink.counts.update(more.counts)
+    messages.extend(later)
+    return status
 
 
 def _batch_overrides(
