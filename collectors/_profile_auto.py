@@ -119,7 +119,9 @@ def _detect(trials: pl.DataFrame, profile: AutoProfile) -> Any:
     return regimes.detect_regimes(trials, **options)
 
 
-def choose_budgets(trials: pl.DataFrame, spec: SweepSpec) -> AutoChoice:
+def choose_budgets(
+    trials: pl.DataFrame, spec: SweepSpec, batches: frozenset[int] = frozenset()
+) -> AutoChoice:
     """Choose the budgets to profile from a run's timed trials.
 
     Parameters
@@ -128,6 +130,8 @@ def choose_budgets(trials: pl.DataFrame, spec: SweepSpec) -> AutoChoice:
         The run's trial table (warm-ups are ignored).
     spec : SweepSpec
         The run's spec; its ``profile`` must be an :class:`AutoProfile`.
+    batches : frozenset of int, optional
+        Sessions of batches added to the run (other budgets): left out.
 
     Returns
     -------
@@ -139,7 +143,7 @@ def choose_budgets(trials: pl.DataFrame, spec: SweepSpec) -> AutoChoice:
     profile = spec.profile
     assert isinstance(profile, AutoProfile)
     options = {"alpha": profile.alpha, "min_ratio": profile.min_ratio}
-    measured = trials.filter(~pl.col("warmup") & (pl.col("session") < spec.sessions))
+    measured = trials.filter(~pl.col("warmup") & ~pl.col("session").is_in(list(batches)))
     try:
         rep = _detect(measured, profile)
     except RegimesInputError as exc:
@@ -194,10 +198,11 @@ def record_choice(writer: RunWriter, spec: SweepSpec) -> AutoChoice:
 
     Call with the run locked, once its timed trials are all on disk.
     """
-    choice = choose_budgets(writer.existing().trials, spec)
     assert isinstance(spec.profile, AutoProfile)
     path = writer.path / "meta.json"
     meta = read_run_meta(path)
+    batches = frozenset(s for entry in meta.get("batches", []) for s in entry["sessions"])
+    choice = choose_budgets(writer.existing().trials, spec, batches)
     meta[META_KEY] = choice.to_meta(spec.profile.trials)
     write_text_atomically(json.dumps(meta, indent=2, default=str), path)
     writer.meta[META_KEY] = meta[META_KEY]

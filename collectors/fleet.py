@@ -15,8 +15,9 @@ of the run's host order (``meta["fleet"]["host_order"]``, which only ever grows)
 session numbers ``r * sessions`` to ``r * sessions + sessions - 1`` so that trial keys
 stay unique; the ``host`` column says which host ran which trial either way.
 
-Streaming and crash safety. Every trial part a unit writes on its worker is sent back
-at once and written into RUN by the client, atomically as always; a worker that dies
+Streaming and crash safety. Every part a unit writes on its worker (trials, steps,
+errors, and the ``ops`` of profiled generations) is sent back at once and written into
+RUN by the client, atomically as always, a part sent twice written once; a worker that dies
 loses at most the generation in flight, and its unit continues, from what RUN holds, on
 the same host once it is back or on another eligible host (the trials' ``host`` and
 ``process_id`` show the continuation). Rerunning the command resumes as a local sweep
@@ -57,6 +58,7 @@ from ._fleet.hosts import (
 )
 from ._fleet.remote import probe_workers
 from ._lock import RunLock
+from ._profile_auto import needs_choice, record_choice, resolved
 from ._schedule import measured_left_per_case
 from ._state import RunState, check_run_dir, remove_stale_temp_files
 from .spec import SweepSpec
@@ -216,6 +218,27 @@ def _measured(spec: SweepSpec, units: list[Unit], writer: RunWriter) -> tuple[in
     return left, expected
 
 
+def _profile_chosen(fleet: FleetRun, spec: SweepSpec, units: list[Unit]) -> tuple[FleetRun, str]:
+    """Choose the budgets of ``profile = "auto"`` and profile them on the fleet's units.
+
+    As a local sweep does (:mod:`collectors._profile_auto`): the choice is recorded in
+    ``meta.json`` first, and each unit's session is resumed with those budgets profiled.
+    """
+    choice = record_choice(fleet.writer, spec)
+    messages = [*fleet.messages, choice.message()]
+    if not choice.budgets:
+        fleet.messages = messages
+        return fleet, "complete"
+    chosen = resolved(spec, fleet.writer.meta)
+    more = FleetRun(
+        fleet.client, chosen, fleet.writer, fleet.hosts, units, fleet.deadline, fleet.progress
+    )
+    status = more.run()
+    more.bar.counts.update(fleet.bar.counts)
+    more.messages = [*messages, *more.messages]
+    return more, status
+
+
 def run_fleet_sweep(
     spec: SweepSpec,
     run_dir: str | os.PathLike[str],
@@ -339,8 +362,12 @@ def _run_on(
         remove_stale_temp_files(target)
         writer = RunWriter(target, _fleet_meta(spec, command))
         units = make_units(spec, hosts, record_hosts(writer, hosts, cluster))
-        fleet = FleetRun(client, spec, writer, hosts, units, deadline, progress)
+        fleet = FleetRun(
+            client, resolved(spec, writer.meta), writer, hosts, units, deadline, progress
+        )
         status = fleet.run()
+        if status == "complete" and needs_choice(spec, writer.meta):
+            fleet, status = _profile_chosen(fleet, spec, units)
         left, expected = _measured(spec, units, writer)
         status = _finish(writer, status, left, compact, fleet.messages)
     run = read_run(target)

@@ -36,6 +36,8 @@ from .remote import UnitOrder, probe_workers, run_unit
 __all__ = ["FleetRun"]
 
 _ERROR_KEY = (*CASE_FIELDS, "session")
+_OPS_KEY = (*CASE_FIELDS, "session", "trial", "attn_implementation")
+"""One profiled generation: its operator rows are one part, sent whole."""
 _MAX_ATTEMPTS = 3
 """Task failures (not lost workers) a unit is given before the sweep calls it failed."""
 _WAIT_FOR_HOSTS_S = 15.0
@@ -71,6 +73,7 @@ class FleetRun:
 
         self.client, self.spec, self.writer, self.hosts = client, spec, writer, hosts
         self.deadline, self.address = deadline, client.scheduler.address
+        self.progress = progress
         token = f"regimes-{writer.run_id}-{uuid.uuid4().hex[:8]}"
         self.queue = Queue(f"{token}-parts", client=client)
         self.stop_name = f"{token}-stop"
@@ -92,6 +95,7 @@ class FleetRun:
         self.trials_seen = _keys(run.trials, TRIAL_KEY)
         self.steps_seen = _keys(run.steps, TRIAL_KEY)
         self.errors_seen = _keys(run.errors, _ERROR_KEY)
+        self.ops_seen = _keys(run.ops, _OPS_KEY)
         self.order = self.state.next_order
         last = run.trials.sort("order").unique(["backend", "session"], keep="last")
         self.unit_host: dict[tuple[str, int], str | None] = {
@@ -138,7 +142,8 @@ class FleetRun:
 
     def _per_host(self) -> str:
         return ", ".join(
-            f"{h}: {c['measured'] + c['warmups']}" for h, c in sorted(self.counts.items())
+            f"{h}: {c['measured'] + c['warmups'] + c['profiled']}"
+            for h, c in sorted(self.counts.items())
         )
 
     def _ingest_steps(self, frame: pl.DataFrame, host: str) -> None:
@@ -146,6 +151,20 @@ class FleetRun:
         if key is not None and key not in self.steps_seen:
             self.writer.write_steps(frame)
             self.steps_seen.add(key)
+
+    def _ingest_ops(self, frame: pl.DataFrame, host: str) -> None:
+        """Write a profiled generation's operators, once (a part sent twice is dropped)."""
+        key = next(frame.select(_OPS_KEY).iter_rows(), None)
+        if key is None or key in self.ops_seen:
+            return
+        self.writer.write_ops(frame)
+        self.ops_seen.add(key)
+        backend, session = frame.select("backend", "session").row(0)
+        self.unit_host[(backend, session)] = host
+        self.counts.setdefault(host, Counter())["profiled"] += 1
+        self.bar.counts["profiled"] += 1
+        self.bar.bar.set_postfix_str(self._per_host(), refresh=False)
+        self.bar.bar.update(1)
 
     def _ingest_errors(self, frame: pl.DataFrame, host: str) -> None:
         keys = list(frame.select(_ERROR_KEY).iter_rows())
@@ -185,7 +204,7 @@ class FleetRun:
         run = self.writer.existing()
         out: dict[str, bytes] = {}
         mine = (pl.col("backend") == unit.backend) & (pl.col("session") == unit.session)
-        for table in ("trials", "errors"):
+        for table in ("trials", "errors", "ops"):
             frame = getattr(run, table).filter(mine)
             if frame.height:
                 buffer = io.BytesIO()

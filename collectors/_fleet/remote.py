@@ -35,8 +35,9 @@ __all__ = [
     "session_environment",
 ]
 
-TABLES: tuple[str, ...] = ("trials", "steps", "errors")
-"""The run tables a unit sends back, in the order a trial writes them."""
+TABLES: tuple[str, ...] = ("trials", "steps", "errors", "ops")
+"""The run tables a unit sends back, in the order a trial writes them (``ops``: a
+profiled generation's operators, spec key ``profile``)."""
 
 
 def offered_backends() -> tuple[str, ...]:
@@ -201,7 +202,7 @@ class _Shipper(Progress):
         ]
 
     def flush(self) -> None:
-        """Send the parts not yet sent, trials before the steps and errors written after."""
+        """Send the parts not yet sent, trials before the steps, errors and ops written after."""
         for part in self._parts():
             if part not in self.sent:
                 message = {"unit": self.order.unit, "table": part.parent.name}

@@ -11,16 +11,6 @@ from collectors.spec import SweepSpec
 pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def local_cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
-
-
 def test_a_fleet_collects_an_endpoint_sweep_and_records_the_server(
     local_cluster, fake_server, endpoint_spec, tmp_path
 ):
