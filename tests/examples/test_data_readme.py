@@ -381,6 +381,42 @@ def slow_attention() -> list[str]:
     ]
 
 
+def profile_firstvisit() -> list[str]:
+    run = "cuda-h200-profile-firstvisit"
+    ops = regimes.load(DATA / run, table="ops")
+    host = ops.filter(pl.col("device_type") == "cpu")
+    cudnn = pl.col("operator") == "aten::_cudnn_attention_forward"
+    kernels = ops.filter(pl.col("operator").str.starts_with("cudnn_generated_fort_native_sdpa"))
+
+    def per(frame: pl.DataFrame, column: str, budget: int, trial: int) -> list[float]:
+        kept = frame.filter(pl.col("budget") == budget, pl.col("trial") == trial)
+        return kept.group_by("session").agg(pl.col(column).sum()).sort("session")[column].to_list()
+
+    def rounds(frame: pl.DataFrame, column: str, budget: int) -> list[tuple[float, float]]:
+        return list(zip(per(frame, column, budget, 0), per(frame, column, budget, 1), strict=True))
+
+    total = [a - b for a, b in rounds(host, "self_host_s", 64)]
+    mine = [a - b for a, b in rounds(host.filter(cudnn), "self_host_s", 64)]
+    latency = ops.group_by("session", "trial", "budget").agg(pl.col("latency_s").first())
+    late = latency.filter(pl.col("budget") == 64).sort("trial", "session")["latency_s"].to_list()
+    device = [a / b for a, b in rounds(kernels, "self_device_s", 64)]
+    cold = [t for pair in rounds(host.filter(cudnn), "self_host_s", 32) for t in pair]
+    row = regimes.history_effect(_load(run)).effects.row(0, named=True)
+    return [
+        _counts(run),
+        f"{ops.height:,} rows, {latency.height} profiled generations",
+        f"{late[0]:.3g} s and {late[1]:.3g} s in round 0, "
+        f"{late[2]:.3g} s and {late[3]:.3g} s in round 1",
+        f"{total[0]:.3g} s and {total[1]:.3g} s more host self time",
+        f"{mine[0]:.3g} s and {mine[1]:.3g} s ({100 * mine[0] / total[0]:.0f} % and "
+        f"{100 * mine[1] / total[1]:.0f} %)",
+        f"{min(device):.3f}x to {max(device):.3f}x",
+        f"{1e3 * min(cold):.3g} to {1e3 * max(cold):.3g} ms",
+        f"**{1e3 * row['first_visit_s']:.3g} ms per new KV length [{1e3 * row['ci_low']:.3g}, "
+        f"{1e3 * row['ci_high']:.3g}]**, q = {row['q_value']:.2g}",
+    ]
+
+
 CLAIMS: dict[str, Callable[[], list[str]]] = {
     "cuda-h200-gpt2": gpt2,
     "cuda-h200-opt125m": opt125m,
@@ -393,6 +429,7 @@ CLAIMS: dict[str, Callable[[], list[str]]] = {
     "cuda-h200-gpt2-medium-window": medium_window,
     "cpu-transformers-serve": served,
     "cpu-slow-attention": slow_attention,
+    "cuda-h200-profile-firstvisit": profile_firstvisit,
 }
 """Per section (its first run's name, or the history runs' common prefix), its findings."""
 
