@@ -14,8 +14,9 @@ __all__ = ["Progress"]
 class Progress:
     """A tqdm bar fed by session events, counting what was done.
 
-    The bar's total is the generations planned, warm-ups included; a ``skip`` event
-    lowers it.
+    The bar's total is the generations planned, warm-ups and profiled generations
+    included (``counts``: ``measured``, ``warmups``, ``profiled``, ``errors``); a
+    ``skip`` event lowers it.
     """
 
     def __init__(self, total: int, enabled: bool):
@@ -47,6 +48,13 @@ class Progress:
                 refresh=False,
             )
             self.bar.update(1)
+        elif kind == "profiled":
+            self.counts["profiled"] += 1
+            self.bar.set_postfix_str(
+                f"session {event['session']} budget {event['case']['budget']} profiled",
+                refresh=False,
+            )
+            self.bar.update(1)
         elif kind == "skip":
             self.retotal(self.total - int(event["n"]))
         elif kind == "note":
@@ -61,7 +69,7 @@ class Progress:
 
     @property
     def total(self) -> int:
-        """The bar's total: generations planned, warm-ups included."""
+        """The bar's total: generations planned, warm-ups and profiled ones included."""
         return int(self.bar.total or 0)
 
     @property

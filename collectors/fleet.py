@@ -378,6 +378,7 @@ def _run_on(
         measured=counts["measured"],
         warmups=counts["warmups"],
         errors=counts["errors"],
+        profiled=counts["profiled"],
         measured_on_disk=run.trials.filter(~pl.col("warmup")).height,
         measured_expected=expected,
         errors_on_disk=run.errors.height,

@@ -84,6 +84,8 @@ class SweepResult:
     batch : str or None
         The batch those sessions belong to (:func:`collect_budgets`), ``None`` for the
         run's own sessions.
+    profiled : int
+        Profiled generations of this call (spec key ``profile``; ``ops`` table).
     """
 
     run_dir: Path
@@ -98,6 +100,7 @@ class SweepResult:
     messages: list[str] = field(default_factory=list)
     sessions: tuple[int, ...] = ()
     batch: str | None = None
+    profiled: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -106,9 +109,10 @@ class SweepResult:
 
     def summary(self) -> str:
         """Say in a few lines what ran, what the run directory holds, how to load it."""
+        profiled = f", {self.profiled} profiled generation(s)" if self.profiled else ""
         lines = [
-            f"sweep {self.status}: {self.measured} measured trial(s) and {self.warmups} warm-up(s) "
-            f"in {self.elapsed_s:.1f} s, {self.errors} new error(s)",
+            f"sweep {self.status}: {self.measured} measured trial(s) and {self.warmups} warm-up(s)"
+            f"{profiled} in {self.elapsed_s:.1f} s, {self.errors} new error(s)",
             f"run directory {str(self.run_dir)!r}: {self.measured_on_disk} of "
             f"{self.measured_expected} measured trials on disk, "
             f"{self.errors_on_disk} failed case(s) recorded",
@@ -139,7 +143,8 @@ def _run_plans(
                 continue
             # Only once this call has made progress: each session also waits for its
             # first, so a slice whose deadline passed before it began still measures.
-            if should_stop() and (sink.counts["measured"] or sink.counts["errors"]):
+            progressed = sink.counts["measured"] or sink.counts["profiled"] or sink.counts["errors"]
+            if should_stop() and progressed:
                 status = "incomplete"
             elif spec.isolation == "none":
                 outcome = session_runner(spec)(
@@ -238,6 +243,7 @@ def _result(
         messages=messages,
         sessions=tuple(pending),
         batch=batch,
+        profiled=sink.counts["profiled"],
     )
 
 

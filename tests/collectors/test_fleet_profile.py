@@ -35,6 +35,7 @@ def test_a_fleet_brings_the_profiles_back_once(local_cluster, tmp_path):
     path = tmp_path / "run"
     result = run_fleet_sweep(spec, path, local_cluster, progress=False)
     assert result.status == "complete" and result.measured_on_disk == 3
+    assert result.profiled == 4  # counted on the bar as they come back
     run = regimes.read_run(path)
     ops = run.ops
     generations = ops.select("budget", "session", "trial").unique().sort("budget", "trial")

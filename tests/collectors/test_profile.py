@@ -13,7 +13,9 @@ import pytest
 import torch
 
 import regimes
-from collectors._schedule import iter_measured, plan_session
+from collectors._progress import Progress
+from collectors._schedule import generations_left, iter_measured, plan_session
+from collectors._session import run_session
 from collectors._state import RunState
 from collectors.profiling import operator_rows, profiled, slowed_attention
 from collectors.spec import Profile, SlowAttention, SpecError, SweepSpec
@@ -220,3 +222,30 @@ def test_on_a_real_cpu_sweep_the_attention_carries_the_excess(tmp_path):
     known = SimpleNamespace(anomalies=anomalies, group_columns=["model"], x="budget", y="y")
     res = regimes.attribute_operators(ops, known, unit="scope", n_boot=400)
     assert res.carriers().get_column("operator").to_list() == ["aten::scaled_dot_product_attention"]
+
+
+def test_the_progress_bar_counts_profiled_generations_and_ends_at_its_total(tmp_path):
+    spec = _spec(profile={"budgets": [8, 16], "trials": 2}, warmup=1)
+    writer = RunWriter(tmp_path / "run", {"spec": spec.to_dict()})
+    state = RunState.read(writer)
+    total = sum(generations_left(spec, 0, state).values())
+    assert total == len(plan_session(spec, 0, state)) == 6 + 4 + 3  # measured, profiled, warm
+    bar = Progress(total, True)
+    run_session(spec, writer, 0, emit=bar)
+    bar.close()
+    assert bar.done == bar.total == total
+    assert (bar.counts["measured"], bar.counts["profiled"], bar.counts["warmups"]) == (6, 4, 3)
+
+
+def test_a_sweep_with_only_profiles_left_resumes_them_and_counts_them(tmp_path):
+    spec = _spec(profile={"budgets": [8, 16], "trials": 2})
+    path = tmp_path / "run"
+    first = run_sweep(spec, path, progress=False, compact=False, command=["test"])
+    assert (first.measured, first.profiled) == (6, 4)
+    assert "4 profiled generation(s)" in first.summary()
+    next(iter(sorted((path / "ops").glob("part-*.parquet")))).unlink()  # one profile lost
+    state = RunState.read(RunWriter(path, None))
+    assert sum(generations_left(spec, 0, state).values()) == 1 == len(plan_session(spec, 0, state))
+    again = run_sweep(spec, path, progress=False, command=["test"])
+    assert (again.measured, again.profiled) == (0, 1)
+    assert regimes.load(path, table="ops").select("budget", "trial").unique().height == 4
