@@ -66,7 +66,9 @@ _VIEW = _ENV.from_string(
 .regimes-result .table {overflow-x: auto; max-width: 100%}
 .regimes-result table {border-collapse: collapse; font-size: 0.9em; margin: 0.3em 0}
 .regimes-result th, .regimes-result td {padding: 0.15em 0.6em; text-align: left}
-.regimes-result .num {text-align: right; font-variant-numeric: tabular-nums}
+.regimes-result .num {text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap}
+.regimes-result p, .regimes-result li {overflow-wrap: break-word}
+.regimes-result pre {overflow-x: auto; max-width: 100%}
 .regimes-result thead th {border-bottom: 1px solid #999}
 .regimes-result .status, .regimes-result .more {color: #555; margin: 0.2em 0}
 .regimes-result details {margin: 0.3em 0}

@@ -79,7 +79,8 @@ caption { text-align: left; color: var(--muted); padding: 0.2rem 0; }
 th, td { border-bottom: 1px solid var(--rule); padding: 0.25rem 0.6rem; text-align: left;
          vertical-align: top; }
 thead th { background: #f6f7f9; }
-.num { text-align: right; font-variant-numeric: tabular-nums; }
+.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+p, li { overflow-wrap: break-word; }
 table.kv th { font-weight: 600; white-space: nowrap; }
 details { margin: 0.6rem 0; } summary { cursor: pointer; font-weight: 600; }
 pre { background: #f6f7f9; padding: 0.8rem; overflow-x: auto; font-size: 0.8rem; }

@@ -200,6 +200,27 @@ Array.from(document.querySelectorAll('.chart')).map(function (el) {
 """
 
 
+def navigate(tools: DevTools, page: Path, size: tuple[int, int]) -> str:
+    """Attach to the browser's page, set its viewport to ``size`` and load ``page``.
+
+    Returns the session id; the runtime, log, network and page events are on.
+    """
+    target = next(t for t in tools.send("Target.getTargets")["targetInfos"] if t["type"] == "page")
+    session: str = tools.send(
+        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
+    )["sessionId"]
+    for domain in ("Runtime", "Log", "Network", "Page"):
+        tools.send(f"{domain}.enable", session=session)
+    width, height = size
+    tools.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+        session,
+    )
+    tools.send("Page.navigate", {"url": page.resolve().as_uri()}, session)
+    return session
+
+
 def open_report(
     binary: str,
     page: Path,
@@ -216,21 +237,8 @@ def open_report(
     tools = DevTools(binary, profile)
     try:
         started = time.monotonic()
-        target = next(
-            t for t in tools.send("Target.getTargets")["targetInfos"] if t["type"] == "page"
-        )
-        session = tools.send(
-            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-        )["sessionId"]
-        for domain in ("Runtime", "Log", "Network", "Page"):
-            tools.send(f"{domain}.enable", session=session)
-        width, height = size
-        tools.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
-            session,
-        )
-        tools.send("Page.navigate", {"url": page.resolve().as_uri()}, session)
+        session = navigate(tools, page, size)
+        width = size[0]
         deadline = time.monotonic() + RENDER_TIMEOUT_S
         while tools.evaluate(session, "document.body && document.body.dataset.charts") != "done":
             if time.monotonic() > deadline:
@@ -631,3 +639,85 @@ def test_phase_bars_show_the_prefill_on_the_budgets_and_the_strip_names_its_grou
     latency = charts["latency"]
     assert len(set(latency["strip_strokes"])) == 2, latency["strip_strokes"]
     assert {"cache off", "cache on"} <= set(latency["legends"]), latency["legends"]
+
+
+# --------------------------------------------------------------------------- text on a phone
+
+_TEXT_FIT = """
+(function () {
+  // Numbers broken over two lines, and text running past the page's right edge.
+  var wrapped = Array.from(document.querySelectorAll('td.num')).filter(function (td) {
+    var range = document.createRange();
+    range.selectNodeContents(td);
+    var tops = new Set(Array.from(range.getClientRects()).map(function (r) {
+      return Math.round(r.top); }));
+    return tops.size > 1;
+  }).map(function (td) { return td.textContent; });
+  return {wrapped: wrapped, width: document.documentElement.clientWidth,
+          scrollWidth: document.documentElement.scrollWidth};
+})()
+"""
+
+LONG_NAME = "aten::_scaled_dot_product_flash_attention_for_cpu::backward_of_the_kernel"
+"""A name like an operator's: one word wider than a phone's column of text."""
+
+
+def _text_fit(chromium: str, page: Path, profile: Path, size: tuple[int, int]) -> dict[str, Any]:
+    """Open ``page`` at ``size``, wait for its charts if it has any, and measure its text."""
+    tools = DevTools(chromium, profile)
+    try:
+        session = navigate(tools, page, size)
+        ready = (
+            "document.readyState === 'complete' && (!document.querySelector('.chart')"
+            " || document.body.dataset.charts === 'done')"
+        )
+        deadline = time.monotonic() + RENDER_TIMEOUT_S
+        while not tools.evaluate(session, ready):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{page.name} did not finish rendering within {RENDER_TIMEOUT_S} s")
+            time.sleep(0.1)
+        fit: dict[str, Any] = tools.evaluate(session, _TEXT_FIT)
+        return fit
+    finally:
+        tools.close()
+
+
+@pytest.fixture(scope="module")
+def long_named_spike():
+    """A spike in a model with a name no line can break, and q-values like 9.3e-11."""
+    import polars as pl
+
+    import regimes
+
+    trials = regimes.simulate_sweep(1, anomaly="spike", ratio=3.0, trials=4, seed=4).trials
+    return trials.with_columns(pl.lit(LONG_NAME).alias("model"))
+
+
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1366px", "390px"])
+def test_the_notebook_view_keeps_numbers_whole_and_fits_a_phone(
+    chromium, long_named_spike, tmp_path, size
+):
+    import regimes
+
+    view = regimes.detect_regimes(long_named_spike, n_boot=200)._repr_html_()
+    assert LONG_NAME in view
+    page = tmp_path / "view.html"
+    page.write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+        "content='width=device-width, initial-scale=1'></head>"
+        f"<body>{view}</body></html>",
+        encoding="utf-8",
+    )
+    fit = _text_fit(chromium, page, tmp_path / "profile", size)
+    assert fit["wrapped"] == [], f"numbers broken over two lines: {fit['wrapped']}"
+    assert fit["scrollWidth"] <= fit["width"], f"the view scrolls sideways: {fit}"
+
+
+def test_the_report_keeps_numbers_whole_and_fits_a_phone(chromium, long_named_spike, tmp_path):
+    from regimes.analysis import analyze
+    from regimes.viz.html import build_report
+
+    page = build_report(analyze(long_named_spike, n_boot=200)).write(tmp_path / "report.html")
+    fit = _text_fit(chromium, page, tmp_path / "profile", PHONE)
+    assert fit["wrapped"] == [], f"numbers broken over two lines: {fit['wrapped']}"
+    assert fit["scrollWidth"] <= fit["width"], f"the page scrolls sideways: {fit}"
