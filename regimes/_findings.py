@@ -351,7 +351,8 @@ def explanation_findings(result: Any, labels: pl.DataFrame | None = None) -> lis
     """One sentence per row of an explanation's main table.
 
     ``labels`` (from :func:`group_labels` of the detection) names each group as the
-    charts do; without them a group is named by all its key values.
+    charts do; without them, as the table's own groups label it (``cache on``, where the
+    table holds ``use_cache=True``).
     """
     group_columns: list[str] = list(
         getattr(result, "group_columns", None) or getattr(result, "case_columns", None) or ()
@@ -359,6 +360,10 @@ def explanation_findings(result: Any, labels: pl.DataFrame | None = None) -> lis
     for table, sentence in _EXPLAINED:
         frame = optional_frame(result, table)
         if isinstance(getattr(result, table, None), pl.DataFrame):
+            keys = [c for c in group_columns if frame is not None and c in frame.columns]
+            if labels is None and frame is not None and frame.height and keys:
+                # named as its own chart names them ("cache on", not "True")
+                labels = group_labels(frame, keys)[0]
             if frame is not None and labels is not None and table != "boundaries":
                 frame = labelled(frame, group_columns, labels)
             if frame is not None and table == "operators":

@@ -71,3 +71,15 @@ def test_the_report_tables_come_from_the_same_builder():
         frame, max_rows=_tables.MAX_TABLE_ROWS, caption="c"
     )
     assert _tables.key_value_table([("a", [1, 2])]) == _html.key_value_table([("a", [1, 2])])
+
+
+def test_an_explanation_names_its_groups_as_its_chart_does():
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[2] / "examples" / "data" / "cuda-h200-inject"
+    result = regimes.memory_confound(regimes.load(run))
+    (line,) = result._headlines()
+    assert line.startswith("cuda · NVIDIA H200 · gpt2 · float32 · cache on · prompt 65 at ")
+    assert "True" not in line and f"<li>{html.escape(line, quote=False)}</li>" in (
+        result._repr_html_()
+    )
