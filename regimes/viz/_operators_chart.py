@@ -35,15 +35,17 @@ def operators_chart(result: Any) -> alt.TopLevelMixin:
     require(profiles, ["operator", "budget", "share"], "the operator profiles")
     operators = frame_attr(result, "operators")
     flagged = set(operators.filter(pl.col("flagged")).get_column("operator").to_list())
-    lines = profiles.select("operator", "budget", "share").with_columns(
+    lines = _pooled(profiles.select("operator", "budget", "share"), flagged).with_columns(
         pl.col("operator").is_in(sorted(flagged)).alias("flagged")
     )
     spans = operators.select("start", "end").unique().sort("start")
     base = alt.Chart(inline_data(lines)).encode(
-        x=alt.X("budget:Q", title="decoding budget (tokens)"),
+        x=alt.X("budget:Q", title="decoding budget (tokens)", scale=alt.Scale(zero=False)),
         y=alt.Y("share:Q", title="share of profiled time", axis=alt.Axis(format="%")),
         color=alt.Color(
-            "operator:N", scale=alt.Scale(range=list(PALETTE)), legend=legend(title=None)
+            "operator:N",
+            scale=alt.Scale(range=list(PALETTE)),
+            legend=legend(title=None, columns=2),
         ),
         tooltip=["operator:N", "budget:Q", alt.Tooltip("share:Q", format=".1%")],
     )
@@ -62,4 +64,39 @@ def operators_chart(result: Any) -> alt.TopLevelMixin:
         title=title(
             "Operators' share of the profiled time by budget", f"carry the excess: {carriers}"
         ),
+    )
+
+
+OTHERS = "(other operators)"
+
+
+def _pooled(lines: pl.DataFrame, flagged: set[str]) -> pl.DataFrame:
+    """Keep as many operators as the palette has colours, the rest summed into one line.
+
+    The flagged operators are always kept, then the largest by mean share; with more
+    lines than colours two operators would share a colour.
+    """
+    names = lines.get_column("operator").unique().to_list()
+    if len(names) <= len(PALETTE):
+        return lines
+    by_share = (
+        lines.filter(pl.col("operator") != OTHERS)
+        .group_by("operator")
+        .agg(pl.col("share").mean())
+        .sort(["share", "operator"], descending=[True, False])
+        .get_column("operator")
+        .to_list()
+    )
+    kept = [*sorted(flagged & set(by_share)), *(n for n in by_share if n not in flagged)]
+    kept = kept[: len(PALETTE) - 1]
+    return (
+        lines.with_columns(
+            pl.when(pl.col("operator").is_in(kept))
+            .then(pl.col("operator"))
+            .otherwise(pl.lit(OTHERS))
+            .alias("operator")
+        )
+        .group_by("operator", "budget")
+        .agg(pl.col("share").sum())
+        .sort("operator", "budget")
     )

@@ -141,3 +141,23 @@ def test_interval_labels_are_drawn_over_the_change_rules_on_a_halo():
     texts = [i for i, (kind, _) in enumerate(kinds) if kind == "text"]
     assert len(texts) == 2 and min(texts) > rule, kinds
     assert kinds[texts[0]][1] == HALO_COLOR and _mark(units[texts[0]])["strokeWidth"] >= 3
+
+
+def test_the_operators_chart_gives_every_line_a_colour_of_its_own_and_a_legend_that_fits():
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cpu-slow-attention"
+    report = regimes.detect_regimes(regimes.load(run))
+    result = regimes.attribute_operators(regimes.load(run, table="ops"), report, n_boot=200)
+    assert result.profiles.get_column("operator").n_unique() > len(_style.PALETTE)
+    spec = result.chart().to_dict()
+    drawn = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
+    lines = pl.read_csv(io.StringIO(spec["datasets"][drawn["data"]["name"]]))
+    # one colour per line: the flagged operators and the largest kept, the rest pooled
+    assert lines.get_column("operator").n_unique() <= len(_style.PALETTE)
+    flagged = result.operators.filter(pl.col("flagged")).get_column("operator").to_list()
+    assert set(flagged) <= set(lines.get_column("operator").to_list())
+    total = lines.group_by("budget").agg(pl.col("share").sum()).sort("budget")
+    before = result.profiles.group_by("budget").agg(pl.col("share").sum()).sort("budget")
+    assert total.get_column("share").to_list() == pytest.approx(before["share"].to_list())
+    # the legend wraps into columns instead of one row wider than a laptop's screen
+    assert drawn["encoding"]["color"]["legend"]["columns"] == 2
+    assert drawn["encoding"]["x"]["scale"]["zero"] is False
