@@ -161,3 +161,11 @@ def test_the_operators_chart_gives_every_line_a_colour_of_its_own_and_a_legend_t
     # the legend wraps into columns instead of one row wider than a laptop's screen
     assert drawn["encoding"]["color"]["legend"]["columns"] == 2
     assert drawn["encoding"]["x"]["scale"]["zero"] is False
+
+
+def test_an_explanations_log_axis_keeps_its_labels_apart():
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cuda-h200-inject"
+    spec = regimes.memory_confound(regimes.load(run)).chart().to_dict()
+    rule = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "rule")
+    assert rule["encoding"]["x"]["scale"]["type"] == "log"
+    assert rule["encoding"]["x"]["axis"]["labelSeparation"] >= 4
