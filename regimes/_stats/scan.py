@@ -156,8 +156,8 @@ def _grid(a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray
 
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
     """``z'v`` for every candidate interval ``z``, each row of ``values`` ``(K, T)``."""
-    # one matrix product: an order of magnitude faster than differences of prefix sums
-    # gathered per interval, and each sum is taken over its own cells only
+    # one matrix product (BLAS) instead of differences of prefix sums gathered per
+    # interval: no index arrays to walk, and each sum is over its own cells only
     return values @ g.indicators
 
 
