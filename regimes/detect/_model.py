@@ -429,12 +429,15 @@ def fit_grid(
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
     nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
     gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
-    tested = [
+    tested_with_noise = [
         _curve_model(c, fit, i, sm, _Noise(noise[i], sampling[i]), nulls.get(i), gauss, o)
         for i, c in enumerate(curves)
     ]
-    detectable = _sensitivities(sm, raw, noise, [own for _, own in tested], o, seed)
-    models = [m._replace(detectable=d) for (m, _), d in zip(tested, detectable, strict=True)]
+    owns = [own for _, own in tested_with_noise]
+    detectable = _sensitivities(sm, raw, noise, owns, o, seed)
+    models = [
+        m._replace(detectable=d) for (m, _), d in zip(tested_with_noise, detectable, strict=True)
+    ]
     _add_spread(models, curves, raw, sampling, sm, o)
     return [
         m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
