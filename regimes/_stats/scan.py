@@ -50,6 +50,7 @@ regimes jointly, and every step runs on all bootstrap draws of a grid at once.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -138,9 +139,16 @@ class _Grid(NamedTuple):
     indicators: np.ndarray
 
 
-def _indicators(t: int, intervals: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+@lru_cache(maxsize=4)
+def _indicators(t: int) -> np.ndarray:
+    """Return the indicator columns ``(t, n)`` of the candidate intervals of ``t`` cells."""
+    # built once per grid length: every fit_rows call (each draw set, each power rung
+    # batch) needs it; few are kept, since a 300-cell grid's holds millions of entries
+    starts, ends = candidate_intervals(t)
     cells = np.arange(t)[:, None]
-    return ((cells >= intervals[0][None, :]) & (cells <= intervals[1][None, :])).astype(float)
+    z = ((cells >= starts[None, :]) & (cells <= ends[None, :])).astype(float)
+    z.setflags(write=False)
+    return z
 
 
 def _grid(a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray) -> _Grid:
@@ -422,7 +430,7 @@ def fit_rows(
     RowFit
     """
     intervals = candidate_intervals(sm.size)
-    z = _indicators(sm.size, intervals)
+    z = _indicators(sm.size)
     grids = [_grid(a, intervals, z) for a in sm.residual]
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages
