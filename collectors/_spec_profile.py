@@ -180,7 +180,7 @@ def check_profile(key: str, value: Any, known: Mapping[str, Any]) -> Profile | N
             f"got {value!r} ({checks.type_name(value)})"
         )
     first = False
-    if isinstance(value, Mapping) and "first" in value:
+    if "first" in value:
         first = value["first"]
         if not isinstance(first, bool):
             raise SpecError(f"'profile.first' must be true or false, got {first!r}")
