@@ -331,11 +331,12 @@ def _resample(
     levels = np.stack([curves[i].level for i in rows])
     # the residuals of the fitted model: on a short grid a spike's cells are most of the
     # differences, and left in they would make every null draw as noisy as the spike
-    scale = difference_scale(sm.u, levels - np.stack([_fitted(fit, i, t) for i in rows]))
+    fitted = np.stack([_fitted(fit, i, t) for i in rows])
+    scale = difference_scale(sm.u, levels - fitted)
     stacked = []
     for k, i in enumerate(rows):
         noise = _draws(curves[i], fit, i, float(scale[k]), o, part)
-        stacked.append((fit.trend[i] if part == 0 else _fitted(fit, i, t)) + noise)
+        stacked.append((fit.trend[i] if part == 0 else fitted[k]) + noise)
     # the model's draws hold the trend's flexibility at the curve's own: the bounds say
     # where a regime starts given the trend, and a draw whose trend took the regime in
     # holds no onset to count (docs/method.md, section 5)
