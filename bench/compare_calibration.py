@@ -38,6 +38,7 @@ Run: ``python bench/compare_calibration.py [--pairs 200] [--workers 1] [--out PA
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import warnings
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -150,7 +151,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
     record = Record("compare_calibration", dict(vars(args), alpha=ALPHA))
-    pool = ProcessPoolExecutor(args.workers) if args.workers > 1 else None
+    pool = (
+        ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
+        if args.workers > 1
+        else None
+    )
     print(f"main design: {args.pairs} pairs per scenario, alpha={ALPHA}")
     columns = (*MAIN, "rr_covered")
     head = ["scenario", *(FIGURES[k] for k in columns)]

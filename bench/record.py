@@ -36,8 +36,14 @@ Row = dict[str, Any]
 
 
 def commit() -> str:
-    """Return the checkout's short commit, ``+changes`` when its ``regimes/`` is dirty."""
+    """Return the checkout's short commit, ``+changes`` when its ``regimes/`` is dirty.
+
+    A copy of the tree without its git folder (a benchmark run on another machine) takes
+    the commit from ``REGIMES_BENCH_COMMIT``, which whoever copied the tree sets.
+    """
     root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists() and os.environ.get("REGIMES_BENCH_COMMIT"):
+        return os.environ["REGIMES_BENCH_COMMIT"]
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)

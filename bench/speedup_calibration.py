@@ -29,6 +29,7 @@ Run: ``python bench/speedup_calibration.py [--curves 200] [--seeds 40] [--worker
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -233,7 +234,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
     record = Record("speedup_calibration", dict(vars(args), alpha=ALPHA))
-    with ProcessPoolExecutor(args.workers) as pool:
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         print(
             f"Null scenarios ({args.curves} curves each, alpha = {ALPHA}): share of curves "
             "with any reported collapse"
