@@ -135,11 +135,17 @@ LOADER = """
 })();
 """
 
-PAGE = """<!DOCTYPE html>
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+"""Without it a phone lays a page out at a desktop width (980 px) and shrinks it."""
+
+PAGE = (
+    """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
+"""
+    + VIEWPORT
+    + """
 <title>{title}</title>
 <style>{style}</style>
 <script>{bundle}</script>
@@ -151,3 +157,4 @@ PAGE = """<!DOCTYPE html>
 </body>
 </html>
 """
+)

@@ -10,6 +10,7 @@ import altair as alt
 
 from regimes.errors import RegimesInputError
 from regimes.viz._layout import ZOOM_HINT
+from regimes.viz._page import VIEWPORT
 
 _WRITERS = (".html", ".png", ".svg", ".json")
 
@@ -117,7 +118,9 @@ def _render(spec: dict, suffix: str, scale: float) -> bytes | str:
     if suffix == ".svg":
         return static_svg(spec)
     if suffix == ".html":
-        return str(vlc.vegalite_to_html(spec, vl_version=version, bundle=True))
+        page = str(vlc.vegalite_to_html(spec, vl_version=version, bundle=True))
+        # vl-convert's page has no viewport tag: a phone would draw it at desktop width
+        return page.replace("<head>", f"<head>\n    {VIEWPORT}", 1)
     return json.dumps(spec, indent=1)
 
 

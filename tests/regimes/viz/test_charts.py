@@ -475,6 +475,13 @@ def test_save_writes_each_format_offline(report, tmp_path):
         plot.save(chart, tmp_path / "file" / "heat.svg")
 
 
+def test_a_chart_saved_as_html_is_laid_out_at_a_phones_width(report, tmp_path):
+    """The page names its viewport: without it a phone lays it out 980 px wide, shrunk."""
+    page = plot.save(plot.latency_chart(report), tmp_path / "latency.html").read_text()
+    head = page[: page.index("</head>")]
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in head
+
+
 def test_speedup_chart_shades_collapses():
     cache = published_gpt2_medium_cache(trials=5, seed=0)
     result = regimes.cache_speedup(cache)

@@ -68,6 +68,11 @@ def test_page_is_self_contained(page):
     assert "vegaEmbed" in page and "window.vega" in page  # the libraries are inline
 
 
+def test_page_is_laid_out_at_a_phones_width(page):
+    head = page[: page.index("</head>")]
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in head
+
+
 def test_page_holds_one_spec_per_chart(report, page):
     specs = _specs(page)
     assert list(specs) == [f"chart-{key}" for key, _ in report.figures()]
