@@ -352,7 +352,8 @@ def alignment_chart(result: Any) -> alt.FacetChart:
     color = alt.Color(
         "boundary_of:N",
         title=None,
-        legend=style.legend(),
+        # one name a line: two long names side by side outgrow a phone's width
+        legend=style.legend(columns=1),
         scale=alt.Scale(range=list(style.PALETTE)),
     )
     base = alt.Chart().encode(
@@ -366,13 +367,16 @@ def alignment_chart(result: Any) -> alt.FacetChart:
         ),
         base.mark_point(filled=True, size=70).encode(x=alt.X("position:Q")),
     ]
+    # A wrapped facet of two columns, not a column facet: the page's loader may then
+    # put the panels one under the other where two side by side would not fit.
     return (
         alt.layer(*layers, data=inline_data(long))
         .properties(width=300, height=alt.Step(28))
         .facet(
-            column=alt.Column(
+            facet=alt.Facet(
                 "coordinate:N", title=None, header=alt.Header(labelLimit=0, labelFontSize=12)
-            )
+            ),
+            columns=2,
         )
         .resolve_scale(x="independent")
         .properties(

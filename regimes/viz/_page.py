@@ -1,4 +1,4 @@
-"""The report's page: template, style, table of contents and the chart loader.
+"""The page of a report or of one saved chart: template, style, contents, chart loader.
 
 The loader fits each chart to the width of its column before drawing it: the small
 multiples take as many columns as fit (one on a phone) and share the width between
@@ -50,6 +50,16 @@ def contents(sections: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> 
     )
 
 
+def figure(key: str, title: str = "", caption: str = "", heading: str = "h3") -> str:
+    """Return the place of one chart on a page: the loader draws spec ``chart-<key>`` there."""
+    head = f"<{heading}>{escape(title)}</{heading}>" if title else ""
+    cap = f"<figcaption>{escape(caption)}</figcaption>" if caption else ""
+    return (
+        f"<figure id='figure-{escape(key)}'>{head}<div class='chart' id='chart-{escape(key)}' "
+        f"data-chart='{escape(key)}'></div>{cap}</figure>"
+    )
+
+
 STYLE = """
 :root { --ink: #1d1d1f; --muted: #5f6368; --rule: #dde1e6; --accent: #0072B2; }
 * { box-sizing: border-box; }
@@ -96,6 +106,11 @@ LOADER = """
     var panel = Math.max(180, Math.floor(width / cols) - AXES);
     grid.columns = cols;
     grid.spec.width = panel;
+    views.forEach(function (v) {
+      if (v !== grid && typeof v.width === "number") { v.width = cols * (panel + AXES) - AXES; }
+    });
+    // A height in steps (one per row of a band axis) is already as tall as it needs.
+    if (typeof grid.spec.height !== "number") { return; }
     // Wide panels get taller, so that a curve keeps its slope readable; labels set at
     // the foot of a panel (a fixed y in pixels) move down with it.
     var taller = Math.max(grid.spec.height, Math.min(360, Math.round(panel * 0.38)));
@@ -105,17 +120,12 @@ LOADER = """
       var y = layer.encoding && layer.encoding.y;
       if (y && typeof y.value === "number" && y.value > 3) { y.value += moved; }
     });
-    views.forEach(function (v) {
-      if (v !== grid && typeof v.width === "number") { v.width = cols * (panel + AXES) - AXES; }
-    });
   }
   function fit(spec, width) {
     var views = spec.vconcat || [spec];
     var grid = views.filter(function (v) { return v.facet && v.spec && v.columns; })[0];
     if (grid) { fitGrid(views, grid, width); return spec; }
-    if (spec.facet && spec.spec && spec.facet.column && typeof spec.spec.width === "number") {
-      spec.spec.width = Math.max(140, Math.floor(width / 2) - 130);
-    } else if (typeof spec.width === "number") {
+    if (typeof spec.width === "number") {
       spec.width = Math.max(180, width - LABELS);
     }
     return spec;

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import altair as alt
 
 from regimes.errors import RegimesInputError
+from regimes.viz import _page
 from regimes.viz._layout import ZOOM_HINT
-from regimes.viz._page import VIEWPORT
 
 _WRITERS = (".html", ".png", ".svg", ".json")
 
@@ -35,7 +36,9 @@ def save(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 2.0) -> P
 
     Everything happens offline: vl-convert renders PNG and SVG without a browser,
     and the HTML inlines the Vega, Vega-Lite and vega-embed libraries, so it opens
-    with no network.
+    with no network. The HTML is a page like the report's (:func:`html_page`): the
+    chart is fitted to the window's width when it opens, its panels one under another
+    on a phone.
 
     Parameters
     ----------
@@ -118,10 +121,39 @@ def _render(spec: dict, suffix: str, scale: float) -> bytes | str:
     if suffix == ".svg":
         return static_svg(spec)
     if suffix == ".html":
-        page = str(vlc.vegalite_to_html(spec, vl_version=version, bundle=True))
-        # vl-convert's page has no viewport tag: a phone would draw it at desktop width
-        return page.replace("<head>", f"<head>\n    {VIEWPORT}", 1)
+        return html_page(_title(spec), [_page.figure("chart")], {"chart-chart": spec})
     return json.dumps(spec, indent=1)
+
+
+def html_page(title: str, body: Sequence[str], specs: dict[str, Any]) -> str:
+    """Return one self-contained HTML page: ``body``, then each chart drawn into its figure.
+
+    ``specs`` maps the id of each figure's chart (``chart-<key>``, see
+    :func:`regimes.viz._page.figure`) to its Vega-Lite spec. The page inlines the
+    Vega, Vega-Lite and vega-embed libraries and names the viewport, and its loader
+    fits every chart to the width of its column before drawing it, so that a
+    two-panel chart stacks its panels on a phone instead of shrinking them.
+    """
+    import vl_convert as vlc
+
+    bundle = vlc.javascript_bundle(vl_version=vegalite_version())  # type: ignore[call-arg]
+    return _page.PAGE.format(
+        title=_page.escape(title),
+        style=_page.STYLE,
+        bundle=_page.script_safe(bundle),
+        body="\n".join(body),
+        specs=_page.json_script_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
+        loader=_page.LOADER,
+    )
+
+
+def _title(spec: dict) -> str:
+    """Return a chart's page title: its own title, else its description."""
+    title = spec.get("title")
+    text = title.get("text") if isinstance(title, dict) else title
+    if isinstance(text, list):
+        text = " ".join(map(str, text))
+    return str(text or spec.get("description") or "regimes chart")
 
 
 _RENDERER = "regimes"

@@ -31,6 +31,7 @@ from regimes.viz import _page
 from regimes.viz import charts as plot
 from regimes.viz._explanations import explanation_charts
 from regimes.viz._frames import group_labels, report_axes
+from regimes.viz._save import html_page
 from regimes.viz._sections import (
     ChartSection,
     Refinement,
@@ -160,9 +161,6 @@ class RunReport:
 
     def to_html(self) -> str:
         """Return the whole report as one self-contained HTML document."""
-        import vl_convert as vlc
-
-        bundle = vlc.javascript_bundle(vl_version=plot.vegalite_version())  # type: ignore[call-arg]
         specs = {f"chart-{key}": chart.to_dict() for key, chart in self.figures()}
         body = [
             f"<header><h1>{escape(self.title)}</h1><p class='sub'>{escape(self._byline())}</p>"
@@ -176,14 +174,7 @@ class RunReport:
             self._data_html(),
             self._environment_html(),
         ]
-        return _page.PAGE.format(
-            title=escape(self.title),
-            style=_page.STYLE,
-            bundle=_page.script_safe(bundle),
-            body="\n".join(body),
-            specs=_page.json_script_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
-            loader=_page.LOADER,
-        )
+        return html_page(self.title, body, specs)
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_html` to ``path``, atomically; return the path written."""
@@ -253,7 +244,7 @@ class RunReport:
         )
 
     def _charts_html(self) -> str:
-        blocks = [_figure(s.key, s.title, s.caption, "h3") for s in self.charts]
+        blocks = [_page.figure(s.key, s.title, s.caption, "h3") for s in self.charts]
         return "<section id='charts'><h2>Charts</h2>" + "".join(blocks) + "</section>"
 
     def _refinement_html(self) -> str:
@@ -264,7 +255,7 @@ class RunReport:
         return (
             "<section id='refinement'><h2>Boundary refinement</h2>"
             f"<p>The probes this run holds off its grid, read back: {escape(cost)}</p>"
-            + _figure("refine", "", self.refinement.caption, "h3")
+            + _page.figure("refine", "", self.refinement.caption, "h3")
             + html_table(result.boundaries, caption="Boundaries, each to its refined bracket")
             + f"<details><summary>Probes ({result.probes.height})</summary>"
             + html_table(result.probes)
@@ -282,7 +273,7 @@ class RunReport:
             parts.append(f"<h3 id='explain-{escape(item.key)}'>{escape(item.title)}</h3>")
             parts.append(f"<ul>{sentences}</ul>" if sentences else "")
             if item.key in self.explanation_charts:
-                parts.append(_figure(f"explain-{item.key}", "", "", "h4"))
+                parts.append(_page.figure(f"explain-{item.key}", "", "", "h4"))
             parts.append(
                 f"<details><summary>Tables</summary>{result_tables(item.result)}</details>"
             )
@@ -346,15 +337,6 @@ class RunReport:
             )
         parts.append("</section>")
         return "".join(parts)
-
-
-def _figure(key: str, title: str, caption: str, heading: str) -> str:
-    head = f"<{heading}>{escape(title)}</{heading}>" if title else ""
-    cap = f"<figcaption>{escape(caption)}</figcaption>" if caption else ""
-    return (
-        f"<figure id='figure-{escape(key)}'>{head}<div class='chart' id='chart-{escape(key)}' "
-        f"data-chart='{escape(key)}'></div>{cap}</figure>"
-    )
 
 
 def _settings(result: Any) -> list[tuple[str, Any]]:

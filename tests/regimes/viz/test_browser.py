@@ -721,3 +721,69 @@ def test_the_report_keeps_numbers_whole_and_fits_a_phone(chromium, long_named_sp
     fit = _text_fit(chromium, page, tmp_path / "profile", PHONE)
     assert fit["wrapped"] == [], f"numbers broken over two lines: {fit['wrapped']}"
     assert fit["scrollWidth"] <= fit["width"], f"the page scrolls sideways: {fit}"
+
+
+# --------------------------------------------------------------------------- a saved chart
+
+_DRAWN = """
+!!document.querySelector('svg.marks')
+  && (!document.querySelector('.chart') || document.body.dataset.charts === 'done')
+"""
+
+_PANELS_FIT = """
+(function () {
+  var svg = document.querySelector('svg.marks');
+  var cells = Array.from(svg.querySelectorAll('g.role-scope[class*="cell"] > g'));
+  return {lefts: cells.map(function (c) { return Math.round(c.getBoundingClientRect().left); }),
+          widths: cells.map(function (c) { return c.getBoundingClientRect().width; }),
+          width: document.documentElement.clientWidth,
+          scrollWidth: document.documentElement.scrollWidth};
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def saved_two_panel_charts(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two-panel charts saved as HTML: the H200 run's latency (cache off, cache on), and
+    where two boundaries sit in budget and in total tokens (synthetic, two prompts).
+    """
+    import polars as pl
+
+    import regimes
+
+    folder = tmp_path_factory.mktemp("saved")
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cuda-h200-gpt2"
+    latency = regimes.detect_regimes(regimes.load(run), n_boot=200).chart()
+    sweep = regimes.simulate_sweep(1, anomaly="spike", width=3, ratio=5.0, trials=3, seed=4)
+    prompts = pl.concat(
+        [sweep.trials.with_columns(pl.lit(p).alias("prompt_tokens")) for p in (16, 64)]
+    )
+    alignment = regimes.align_boundaries(prompts, n_boot=200).chart()
+    return [
+        regimes.plot.save(latency, folder / "latency.html"),
+        regimes.plot.save(alignment, folder / "alignment.html"),
+    ]
+
+
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1366px", "390px"])
+def test_a_saved_two_panel_chart_fills_the_width_and_stacks_on_a_phone(
+    chromium, saved_two_panel_charts, tmp_path, size
+):
+    for page in saved_two_panel_charts:
+        tools = DevTools(chromium, tmp_path / f"profile-{page.stem}")
+        try:
+            session = navigate(tools, page, size)
+            deadline = time.monotonic() + RENDER_TIMEOUT_S
+            while not tools.evaluate(session, _DRAWN):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{page.name} did not draw within {RENDER_TIMEOUT_S} s")
+                time.sleep(0.1)
+            fit = tools.evaluate(session, _PANELS_FIT)
+        finally:
+            tools.close()
+        assert fit["scrollWidth"] <= fit["width"] == size[0], (page.name, fit)
+        assert len(fit["lefts"]) == 2, (page.name, fit)
+        columns = len(set(fit["lefts"]))
+        assert columns == (1 if size == PHONE else 2), (page.name, fit)
+        # each panel takes its share of the width, less room for its axis
+        assert min(fit["widths"]) >= 0.55 * fit["width"] / columns, (page.name, fit)
