@@ -70,6 +70,7 @@ _VIEW = _ENV.from_string(
 .regimes-result p, .regimes-result li {overflow-wrap: break-word}
 .regimes-result pre {overflow-x: auto; max-width: 100%}
 .regimes-result thead th {border-bottom: 1px solid #999}
+.regimes-result caption {text-align: left; color: #555; padding: 0.15em 0}
 .regimes-result .status, .regimes-result .more {color: #555; margin: 0.2em 0}
 .regimes-result details {margin: 0.3em 0}
 .regimes-result img {max-width: 100%; height: auto}

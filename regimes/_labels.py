@@ -31,6 +31,7 @@ __all__ = [
     "quantity",
     "report_axes",
     "sig3",
+    "split_shared",
     "text_label",
 ]
 
@@ -186,12 +187,50 @@ def group_labels(keys: pl.DataFrame, group_columns: Sequence[str]) -> tuple[pl.D
             GROUP_FIELD
         )
     )
-    caption = ""
-    if varying and constant:
-        caption = " · ".join(
-            str(v) for v in distinct.select([_format_value(c) for c in constant]).row(0)
-        )
-    return labelled, caption
+    return labelled, _shared_text(distinct, constant) if varying else ""
+
+
+def _shared_text(frame: pl.DataFrame, columns: Sequence[str]) -> str:
+    """Return the values of ``columns`` in the first row of ``frame``: ``gpt2 · float32``."""
+    if not columns:
+        return ""
+    return " · ".join(str(v) for v in frame.head(1).select(map(_format_value, columns)).row(0))
+
+
+def split_shared(frame: pl.DataFrame, columns: Sequence[str]) -> tuple[pl.DataFrame, str]:
+    """Take the columns of ``columns`` that hold one value in every row out of ``frame``.
+
+    A table of one group's rows (an anomaly's operators) repeats the group in each
+    row; said once, as the table's caption, it tells what the table is about and
+    leaves the rows to what tells them apart.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        The table.
+    columns : sequence of str
+        The columns that may be taken out (a result's group columns); those absent
+        from ``frame`` are ignored.
+
+    Returns
+    -------
+    rows : polars.DataFrame
+        ``frame`` without the columns that hold one value (it unchanged when it has no
+        rows).
+    caption : str
+        Their values as the charts label groups (``gpt2 · cache on``); ``""`` when none.
+
+    Examples
+    --------
+    >>> frame = pl.DataFrame({"model": ["gpt2"] * 2, "use_cache": [True, False], "x": [1, 2]})
+    >>> rows, caption = split_shared(frame, ["model", "use_cache"])
+    >>> rows.columns, caption
+    (['use_cache', 'x'], 'gpt2')
+    """
+    if frame.height == 0:
+        return frame, ""
+    shared = [c for c in columns if c in frame.columns and frame.get_column(c).n_unique() == 1]
+    return frame.drop(shared), _shared_text(frame, shared)
 
 
 def sig3(value: float | None) -> str:

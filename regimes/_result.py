@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from regimes._labels import label_columns
+from regimes._labels import split_shared
 from regimes._summary import Summary, notebook_view
 
 __all__ = ["INTERVAL_LEAD_COLUMNS", "AnalysisResult", "native_library", "untested_frame"]
@@ -213,18 +213,18 @@ class AnalysisResult:
     """Columns of the first table that the notebook view shows open (after the group
     columns); ``None``: all of them."""
 
-    def _lead_frame(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Return the first table, compact, with :attr:`_lead_columns`.
+    def _lead_frame(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+        """Return the first table, compact, with :attr:`_lead_columns`, and its caption.
 
-        Of the group columns only those that tell its rows apart are kept: the headlines
-        name every group in full.
+        Of the group columns only those that tell its rows apart stay in the rows; those
+        that hold one value are named once, in the caption (:func:`split_shared`).
         """
+        groups = [str(c) for c in getattr(self, "group_columns", ())]
+        rows, caption = split_shared(frame, groups)
         if self._lead_columns is None:
-            return frame
-        groups = [str(c) for c in getattr(self, "group_columns", ()) if c in frame.columns]
-        varying = label_columns(frame, groups, fallback=())
-        wanted = dict.fromkeys([*varying, *self._lead_columns])
-        return frame.select([c for c in wanted if c in frame.columns])
+            return rows, caption
+        wanted = dict.fromkeys([*groups, *self._lead_columns])
+        return rows.select([c for c in wanted if c in rows.columns]), caption
 
     _explanation: ClassVar[bool] = False
     """Whether the headlines are the report's sentences of an explanation's main table

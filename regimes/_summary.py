@@ -305,8 +305,9 @@ def notebook_view(result: Any) -> str:
     if result._tables:
         name = result._tables[0]
         frame = tables.pop(name)
+        rows, caption = result._lead_frame(frame)
         body = _html.html_table(
-            result._lead_frame(frame), max_rows=VISIBLE_ROWS, empty=result._empty_text()
+            rows, max_rows=VISIBLE_ROWS, caption=caption, empty=result._empty_text()
         )
         lead = _html.Fold(name, body, frame.height)
     folds = [

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from regimes import _html
+from regimes._labels import split_shared
 from regimes.viz._frames import ratio_label
 
 MAX_TABLE_ROWS = 200
@@ -25,6 +26,12 @@ def escape(value: Any) -> str:
 def html_table(frame: pl.DataFrame, *, caption: str = "") -> str:
     """Render a report table (:func:`regimes._html.html_table`); long tables are cut."""
     return _html.html_table(frame, max_rows=MAX_TABLE_ROWS, caption=caption)
+
+
+def group_table(frame: pl.DataFrame, group_columns: Sequence[str]) -> str:
+    """Render a table whose group columns holding one value are said once, as its caption."""
+    rows, caption = split_shared(frame, group_columns)
+    return html_table(rows, caption=caption)
 
 
 def key_value_table(pairs: Iterable[tuple[str, Any]], *, caption: str = "") -> str:
@@ -45,7 +52,10 @@ def flatten(meta: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
 
 
 def interval_table(frame: pl.DataFrame | None, group_columns: Sequence[str]) -> str:
-    """Anomalies or collapses: group, interval, ``×ratio [CI]`` first, then the rest."""
+    """Anomalies or collapses: group, interval, ``×ratio [CI]`` first, then the rest.
+
+    Group columns that hold one value in every row are named once, in the caption.
+    """
     if frame is None or frame.height == 0:
         return "<p>None significant.</p>"
     keys = [c for c in group_columns if c in frame.columns]
@@ -56,11 +66,11 @@ def interval_table(frame: pl.DataFrame | None, group_columns: Sequence[str]) -> 
         for c in shown.columns
         if c not in leading and c not in ("ratio", "ratio_low", "ratio_high")
     ]
-    return html_table(shown.select([*leading, *rest]))
+    return group_table(shown.select([*leading, *rest]), keys)
 
 
 def result_tables(result: Any) -> str:
-    """Every table of an analysis result, each under its name."""
+    """Every table of an analysis result, each under its name, its shared group once."""
     tables = getattr(result, "tables", None)
     if not isinstance(tables, dict):
         tables = {
@@ -68,8 +78,9 @@ def result_tables(result: Any) -> str:
             for name in ("phases", "comparisons", "verdicts", "effects", "boundaries", "positions")
             if isinstance(frame := getattr(result, name, None), pl.DataFrame)
         }
+    groups = [str(c) for c in getattr(result, "group_columns", ())]
     return "".join(
-        f"<h4>{escape(name)}</h4>{html_table(frame)}"
+        f"<h4>{escape(name)}</h4>{group_table(frame, groups)}"
         for name, frame in tables.items()
         if isinstance(frame, pl.DataFrame)
     )

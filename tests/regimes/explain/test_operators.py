@@ -141,3 +141,25 @@ def test_the_chart_draws_each_operators_share_and_analyze_names_the_carriers():
     (item,) = [e for e in analysis.explanations if e.key == "operators"]
     assert item.result.carriers().height >= 1
     assert any("scaled_dot_product" in line for line in analysis.findings())
+
+
+def test_the_operator_table_names_its_case_once_not_in_every_row():
+    from regimes.viz._tables import result_tables
+
+    report = _report()
+    report.anomalies = report.anomalies.with_columns(
+        pl.lit("cpu").alias("backend"), pl.lit(True).alias("use_cache")
+    )
+    report.group_columns = ["backend", "model", "use_cache"]
+    ops = _ops().with_columns(pl.lit("cpu").alias("backend"), pl.lit(True).alias("use_cache"))
+    res = regimes.attribute_operators(ops, report, n_boot=200)
+    assert res.operators.height > 1
+    view = res._repr_html_()
+    lead = view[view.index("<h5>operators</h5>") : view.index("</table>")]
+    page = result_tables(res)
+    table = page[page.index("<h4>operators</h4>") : page.index("</table>")]
+    for html in (lead, table):
+        assert "<caption>cpu · synthetic-ops · cache on</caption>" in html
+        for column in ("backend", "model", "use_cache"):
+            assert f">{column}</th>" not in html
+        assert ">operator</th>" in html and ">share</th>" in html
