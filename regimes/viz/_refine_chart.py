@@ -220,10 +220,11 @@ def _parts(
         )
         if row["source"] == "latency":
             trial_parts.append(curve.select(label, "budget", pl.col("latency_s").alias("value")))
-    parts = {"grid": _grid_part(labelled), "bracket": _bracket_part(labelled)}
+    cells = pl.concat(cell_parts)
+    parts = {"grid": _grid_part(labelled), "bracket": _label_side(_bracket_part(labelled), cells)}
     if trial_parts:
         parts["trial"] = pl.concat(trial_parts)
-    parts["cell"] = pl.concat(cell_parts)
+    parts["cell"] = cells
     parts["probe"] = _probe_part(labelled, probes)
     return {name: frame for name, frame in parts.items() if frame.height}
 
@@ -259,6 +260,29 @@ def _bracket_part(labelled: pl.DataFrame) -> pl.DataFrame:
         pl.col("high").cast(pl.Float64).alias("x_hi"),
         ((pl.col("low") + pl.col("high")) / 2).alias("x_mid"),
         pl.Series("label", texts),
+    )
+
+
+def _label_side(brackets: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
+    """Say where each bracket's label goes: ``label_right`` of it or left, ``label_low``.
+
+    A label centred on its bracket sat on the bracket's rules; beside them it needs the
+    room of its panel's wider side: right of a bracket in the left half of the budgets
+    its panel draws, left of one in the right half. Every second bracket of a panel
+    (by budget) puts its label a line lower, so that an onset's and a recovery's labels
+    pointing at each other across a narrow panel do not run into each other.
+    """
+    span = cells.group_by(GROUP_FIELD).agg(
+        ((pl.col("budget").min() + pl.col("budget").max()) / 2).alias("middle")
+    )
+    order = pl.col("x_mid").rank("ordinal").over(GROUP_FIELD)
+    return (
+        brackets.join(span, on=GROUP_FIELD, how="left")
+        .with_columns(
+            (pl.col("x_mid") <= pl.col("middle").fill_null(pl.col("x_mid"))).alias("label_right"),
+            (order % 2 == 0).alias("label_low"),
+        )
+        .drop("middle")
     )
 
 
@@ -367,10 +391,34 @@ def _band_layers(group: alt.Tooltip) -> list[alt.Chart]:
         .mark_rule(color=style.BLACK, strokeWidth=1, clip=True)
         .encode(x=x_encoding("at", "budget"), tooltip=tip)
     )
-    label = bracket.mark_text(
-        fontSize=11, fontWeight="bold", baseline="top", dy=3, clip=True, color=style.BLACK
-    ).encode(x=x_encoding("x_mid", "budget"), y=alt.value(3), text="label:N", tooltip=tip)
-    return [grid, band, rules, label]
+    return [grid, band, rules, *_bracket_labels(bracket, tip)]
+
+
+def _bracket_labels(bracket: alt.Chart, tip: list[alt.Tooltip]) -> list[alt.Chart]:
+    """Each refined bracket's label, beside its rules on the side :func:`_label_side` chose."""
+    text: dict[str, Any] = {"fontSize": 11, "fontWeight": "bold", "baseline": "top", "clip": True}
+    labels = [
+        # beside the bracket, clear of its rules by a few pixels; dy, not y, sets the
+        # line: the page's loader moves a y in pixels down when it makes a panel taller
+        bracket.transform_filter(f"{'' if right else '!'}datum.label_right")
+        .transform_filter(f"{'' if low else '!'}datum.label_low")
+        .mark_text(
+            align="left" if right else "right",
+            dx=7 if right else -7,
+            dy=18 if low else 3,
+            color=style.BLACK,
+            **text,
+        )
+        .encode(
+            x=x_encoding("x_hi" if right else "x_lo", "budget"),
+            y=alt.value(3),
+            text="label:N",
+            tooltip=tip,
+        )
+        for right in (True, False)
+        for low in (False, True)
+    ]
+    return labels
 
 
 def _cell_layers(y: alt.Y, group: alt.Tooltip) -> list[alt.Chart]:

@@ -68,6 +68,27 @@ def test_the_h200_chart_draws_the_refined_brackets(h200):
     assert "onset 104|105" in spec["description"]
 
 
+def test_a_brackets_label_stands_beside_its_rules_not_on_them(h200):
+    spec = h200.chart().to_dict()
+    texts = [
+        layer
+        for layer in layers(spec)
+        if layer["mark"]["type"] == "text" and layer["encoding"]["text"]["field"] == "label"
+    ]
+    assert texts
+    for layer in texts:
+        mark, x = layer["mark"], layer["encoding"]["x"]["field"]
+        # the text starts past the bracket's right rule or ends before its left one
+        assert (x, mark["align"]) in (("x_hi", "left"), ("x_lo", "right")), (x, mark)
+        assert abs(mark["dx"]) >= 4 and (mark["dx"] > 0) == (x == "x_hi"), mark
+    brackets = chart_rows(spec).filter(pl.col("part") == "bracket").sort("low")
+    # the onset's label points right, the recovery's left: on two lines they cannot meet
+    assert brackets.get_column("label_right").to_list() == [True, False]
+    assert brackets.get_column("label_low").n_unique() == 2
+    lines = {layer["mark"]["dy"] for layer in texts}
+    assert len(lines) == 2 and max(lines) - min(lines) >= 12, lines
+
+
 def test_every_mark_has_a_tooltip_and_the_strip_zooms(h200):
     spec = h200.chart().to_dict()
     for layer in layers(spec):
