@@ -73,8 +73,11 @@ def _bounds(row: dict[str, Any], x: str) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _ci(row: dict[str, Any], low: str = "ratio_low", high: str = "ratio_high") -> str:
-    return f"{sig3(row[low])}-{sig3(row[high])}"
+def _ci(
+    row: dict[str, Any], low: str = "ratio_low", high: str = "ratio_high", joiner: str = "-"
+) -> str:
+    """``4.00-4.69``: an interval's ends to three digits, as the tables print them."""
+    return f"{sig3(row[low])}{joiner}{sig3(row[high])}"
 
 
 def _q(row: dict[str, Any]) -> str:
@@ -438,8 +441,8 @@ def headlines(regimes: Any, speedup: Any = None, meta: dict[str, Any] | None = N
     labels = group_labels(regimes.curve, group_columns)[0]
     level = level_text(regimes)
     lines = [
-        f"{row[GROUP_FIELD]}: {y} at {x} {_dash_span(row)} is {row['ratio']:.3g}x its smooth "
-        f"trend ({level} CI {row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
+        f"{row[GROUP_FIELD]}: {y} at {x} {_dash_span(row)} is {sig3(row['ratio'])}x its smooth "
+        f"trend ({level} CI {_ci(row, joiner=' to ')})"
         + (f", q = {row['q_value']:.2g}" if row.get("q_value") is not None else "")
         + _recovery(row)
         for row in labelled(regimes.anomalies, group_columns, labels).iter_rows(named=True)
@@ -450,8 +453,7 @@ def headlines(regimes: Any, speedup: Any = None, meta: dict[str, Any] | None = N
         speed_labels = group_labels(speedup.speedup, keys)[0]
         lines += [
             f"{row[GROUP_FIELD]}: the KV-cache speedup at {x} {_dash_span(row)} is "
-            f"{row['ratio']:.3g}x its trend ({level_text(speedup)} CI "
-            f"{row['ratio_low']:.3g} to {row['ratio_high']:.3g})"
+            f"{sig3(row['ratio'])}x its trend ({level_text(speedup)} CI {_ci(row, joiner=' to ')})"
             for row in labelled(collapses, keys, speed_labels).iter_rows(named=True)
         ]
     lines += sensitivity_findings(regimes, meta)

@@ -276,7 +276,7 @@ def test_chart_marks_all_carry_tooltips_units_and_safe_colours(published):
     assert {"decoding budget (tokens)", "latency (s)"} <= titles
     assert colours(spec) <= OKABE_ITO, colours(spec) - OKABE_ITO
     row = rep.anomalies.row(0, named=True)
-    label = f"×{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
+    label = f"×{sig3(row['ratio'])} [{sig3(row['ratio_low'])}, {sig3(row['ratio_high'])}]"
     assert label in spec["description"]
     assert spec["title"]["limit"] == 0
 

@@ -12,6 +12,7 @@ import re
 import polars as pl
 import pytest
 
+import regimes
 from regimes._findings import sensitivity_findings
 from regimes.analysis import analyze
 from regimes.data.schema import RegimesInputError
@@ -151,6 +152,25 @@ def test_max_panels_keeps_the_anomalous_group(report):
     latency = next(s for s in narrow.charts if s.key == "latency").chart.to_dict()
     assert latency["vconcat"][0]["facet"]["sort"] == ["synthetic-spiky · cache on"]
     assert any("1 of 4 groups" in note for note in narrow.notes)
+
+
+def test_a_headline_prints_the_interval_as_the_table_does():
+    """The H200 run with a 3x slowdown injected, its CI set to ends like 4.00 and 4.69."""
+    import dataclasses
+    from pathlib import Path
+
+    from regimes.viz._tables import interval_table
+
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cuda-h200-inject"
+    rep = regimes.detect_regimes(regimes.load(run))
+    ends = pl.lit(4.0).alias("ratio_low"), pl.lit(4.69).alias("ratio_high")
+    rep = dataclasses.replace(rep, anomalies=rep.anomalies.with_columns(*ends))
+    (line,) = [line for line in headlines(rep) if "its smooth trend" in line]
+    cell = re.search(r"×([\d.]+) \[([\d.]+), ([\d.]+)\]", interval_table(rep.anomalies, []))
+    assert cell, "the anomaly table prints no ratio with its CI"
+    assert cell.groups()[1:] == ("4.00", "4.69")
+    ratio, low, high = cell.groups()
+    assert f" is {ratio}x its smooth trend (95% CI {low} to {high})" in line, (line, cell[0])
 
 
 def test_headlines_without_anomalies(synthetic_run, tmp_path):
