@@ -281,7 +281,14 @@ def _overview_strip(strip: Strip, x: str, panels: Panels, order: Sequence[str]) 
                 # "~g" keeps a log axis's labels short; on a linear one it would print
                 # 40 as "4e+1" (Vega sets its precision from the ticks' step)
                 axis=value_axis(
-                    strip.log_y, tickCount=3, **({"format": "~g"} if strip.log_y else {})
+                    strip.log_y,
+                    tickCount=3,
+                    # a title no taller than the strip: smaller than the panels', and
+                    # cut to the strip's height should a long one still outgrow it
+                    titleFontSize=9,
+                    titleFontWeight="normal",
+                    titleLimit=style.OVERVIEW_HEIGHT,
+                    **({"format": "~g"} if strip.log_y else {}),
                 ),
             ),
             detail=f"{GROUP_FIELD}:N",

@@ -115,7 +115,7 @@ def phase_chart(
     layers += _phase_layers(x, ticks, log_y)
     latency = parts["bar"].filter(pl.col("phase") == "decode")
     latency = latency.select(GROUP_FIELD, x, pl.col("latency_s").alias("value"))
-    strip = Strip(latency, "median latency (s)", log_y=False)
+    strip = Strip(latency, "median (s)", log_y=False)
     heading = title or f"Prefill and decode by {style.quantity(x)}"
     how = "side by side on a log axis" if log_y else "stacked"
     description = (

@@ -641,6 +641,46 @@ def test_phase_bars_show_the_prefill_on_the_budgets_and_the_strip_names_its_grou
     assert {"cache off", "cache on"} <= set(latency["legends"]), latency["legends"]
 
 
+_STRIP_TITLE = """
+Array.from(document.querySelectorAll('.chart')).filter(function (el) {
+  return el.querySelector('svg .zoom_x_brush_bg');
+}).map(function (el) {
+  // The overview strip: the group its brush lives in, its plot area and its y title.
+  var strip = el.querySelector('svg .zoom_x_brush_bg').closest('g.mark-group');
+  var area = strip.querySelector('path.background').getBoundingClientRect();
+  var titles = Array.from(strip.querySelectorAll('.role-axis-title text')).map(function (t) {
+    var b = t.getBoundingClientRect();
+    return {text: t.textContent, top: b.top, bottom: b.bottom, tall: b.height > b.width};
+  }).filter(function (t) { return t.tall; });
+  return {key: el.dataset.chart, top: area.top, bottom: area.bottom, titles: titles};
+})
+"""
+
+
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1366px", "390px"])
+def test_the_strips_value_title_is_no_taller_than_the_strip(
+    chromium, instrumented_page, tmp_path, size
+):
+    seen = open_report(
+        chromium,
+        instrumented_page,
+        tmp_path / "profile",
+        tmp_path,
+        size,
+        interact=lambda tools, session: tools.evaluate(session, _STRIP_TITLE),
+    )
+    strips = {strip["key"]: strip for strip in seen["interaction"]}
+    assert {"latency", "phases", "speedup"} <= set(strips), sorted(strips)
+    for key, strip in strips.items():
+        (title,) = strip["titles"]
+        assert not title["text"].endswith("\u2026"), (key, title)  # not cut short
+        # within a pixel: the text's box rounds out
+        assert title["top"] >= strip["top"] - 1 and title["bottom"] <= strip["bottom"] + 1, (
+            key,
+            strip,
+        )
+
+
 # --------------------------------------------------------------------------- text on a phone
 
 _TEXT_FIT = """
