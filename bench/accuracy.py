@@ -18,7 +18,8 @@ Figures, each with a 95 % Clopper-Pearson interval:
   its own, which no analysis can tell from a one-budget spike (reported for the record);
 * anomalies: recall (a reported anomaly of the right sign overlaps the truth), both
   boundaries within one grid step, precision of the reported intervals, coverage of
-  the ratio interval and the estimated over true ratio;
+  the ratio interval (the reported one, and the ``t`` interval beside it) and the
+  estimated over true ratio;
 * edges: one-budget anomalies at a grid end reported as ``kind="edge"`` with
   ``recovered`` null;
 * neighbours: a spike then a step, a spike on a step: each found, each ratio covered;
@@ -222,14 +223,26 @@ COVERAGE = [
 
 
 def analyse(job: tuple[pl.DataFrame, str, float]) -> pl.DataFrame:
-    """Anomalies of one curve (its own call)."""
+    """Anomalies of one curve (its own call), with the ``t`` interval beside the reported one.
+
+    The ``t`` interval comes from a second call with ``ratio_interval="t"`` on the same
+    seed: the same anomalies (the interval chosen changes no test), the other interval.
+    """
     frame, direction, min_ratio = job
+    keys = ["model", "start", "end"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RegimesWarning)
-        rep = detect_regimes(frame, direction=direction, min_ratio=min_ratio)
-    return rep.anomalies.select(
-        "model", "start", "end", "ratio", "ratio_low", "ratio_high", "recovered", "kind"
-    )
+        found = detect_regimes(frame, direction=direction, min_ratio=min_ratio).anomalies.select(
+            *keys, "ratio", "ratio_low", "ratio_high", "recovered", "kind", "ratio_interval"
+        )
+        if not found.height:
+            return found.with_columns(
+                t_low=pl.lit(None, pl.Float64), t_high=pl.lit(None, pl.Float64)
+            )
+        fixed = detect_regimes(
+            frame, direction=direction, min_ratio=min_ratio, ratio_interval="t"
+        ).anomalies.select(*keys, t_low="ratio_low", t_high="ratio_high")
+    return found.join(fixed, on=keys, how="left")
 
 
 def cells_of(frame: pl.DataFrame) -> pl.DataFrame:
@@ -291,6 +304,10 @@ def score_anomaly(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section
     covered = best.filter(
         (pl.col("ratio_low") <= pl.col("ratio")) & (pl.col("ratio_high") >= pl.col("ratio"))
     )
+    covered_t = best.filter(
+        (pl.col("t_low") <= pl.col("ratio")) & (pl.col("t_high") >= pl.col("ratio"))
+    )
+    drawn = best.filter(pl.col("ratio_interval") == "bootstrap")
     bias = best.select(
         (pl.col("ratio_right") / pl.col("ratio")).quantile(q).alias(str(q)) for q in (0.5, 0.1, 0.9)
     )
@@ -305,6 +322,10 @@ def score_anomaly(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section
             "precision of reported intervals", pairs.get_column("found").n_unique(), found.height
         ),
         out.rate("ratio CI covers the true ratio", covered.height, best.height),
+        out.rate(
+            "t interval (regime held fixed) covers the true ratio", covered_t.height, best.height
+        ),
+        out.rate("ratio CIs from the bootstrap (else t)", drawn.height, best.height),
     ]
     if best.height:
         median, low, high = bias.row(0)
@@ -484,20 +505,25 @@ def fixed_intervals(n_curves: int, seed: int, out: Section) -> list[str]:
 
 def published(n_seeds: int, out: Section) -> list[str]:
     """Score the published gpt2-medium example over many synthetic draws."""
-    exact_one, covers = 0, 0
+    exact_one, covers, covers_t = 0, 0, 0
     ratios = []
     truth = published_gpt2_medium().truth["ratio"][0]
     for seed in range(n_seeds):
-        rep = detect_regimes(published_gpt2_medium(trials=5, cv=0.10, seed=seed).trials)
-        a = rep.anomalies
+        trials = published_gpt2_medium(trials=5, cv=0.10, seed=seed).trials
+        a = detect_regimes(trials).anomalies
         if a.height == 1 and a["start"][0] == 512 and a["end"][0] == 624:
             exact_one += 1
             covers += a["ratio_low"][0] <= truth <= a["ratio_high"][0]
+            fixed = detect_regimes(trials, ratio_interval="t").anomalies
+            covers_t += fixed["ratio_low"][0] <= truth <= fixed["ratio_high"][0]
             ratios.append(a["ratio"][0])
     median = float(np.median(ratios)) if ratios else float("nan")
     return [
         out.rate("exactly one anomaly, 512 to 624", exact_one, n_seeds),
         out.rate(f"ratio CI covers the published geometric ratio {truth:.2f}x", covers, exact_one),
+        out.rate(
+            f"t interval covers the published geometric ratio {truth:.2f}x", covers_t, exact_one
+        ),
         out.value("median ratio estimate", median, f"{median:.2f}x", unit="x", n=len(ratios)),
     ]
 

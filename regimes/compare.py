@@ -280,7 +280,7 @@ def compare_runs(
     )
 
 
-_DETECTION_ONLY = ("direction", "penalty", "session", "fdr")
+_DETECTION_ONLY = ("direction", "penalty", "session", "fdr", "ratio_interval")
 """Settings of a given detection that this call does not take, but the base run's
 detection must share with it."""
 

@@ -2,7 +2,8 @@
 
 Every analysis of a run reads the same few parameters: the axes (``x``, ``y``), the
 grouping (``by``, ``session``) and the detection's statistics (``alpha``,
-``min_ratio``, ``direction``, ``level``, ``n_boot``, ``seed``, ``penalty``, ``fdr``).
+``min_ratio``, ``direction``, ``level``, ``n_boot``, ``seed``, ``penalty``, ``fdr``,
+``ratio_interval``).
 :data:`PARAMETER_CONSTRAINTS` declares what each may hold, keyed by the parameter's
 name as :func:`regimes.detect_regimes` spells it; :func:`check_options` is the one
 validator (:func:`regimes.detect_regimes` calls it too), so a bad value is refused in
@@ -28,6 +29,7 @@ __all__ = [
     "DIRECTIONS",
     "FDR_FAMILIES",
     "PARAMETER_CONSTRAINTS",
+    "RATIO_INTERVALS",
     "DetectionOptions",
     "check_options",
 ]
@@ -38,6 +40,11 @@ DIRECTIONS = ("up", "down", "both")
 FDR_FAMILIES = ("curve", "call")
 """Benjamini-Hochberg families of the anomaly tests: each curve's own regimes (so that
 a curve's answer does not depend on the other curves of the call), or the call's."""
+
+RATIO_INTERVALS = ("bootstrap", "t")
+"""Which interval an anomaly's ratio carries: the basic bootstrap interval over the
+model's draws with the selection re-done in each, or the ``t`` interval of the selected
+regime held fixed (the dual of its TREAT test)."""
 
 _Check = Callable[[str, Any, Mapping[str, Any]], None]
 """A constraint: ``check(name, value, options)`` raises :class:`RegimesInputError`
@@ -105,6 +112,7 @@ PARAMETER_CONSTRAINTS: dict[str, _Check] = {
     "seed": _seed,
     "penalty": _positive,
     "fdr": _one_of(FDR_FAMILIES, " (the Benjamini-Hochberg family)"),
+    "ratio_interval": _one_of(RATIO_INTERVALS),
     "x": _column,
     "y": _column,
     "by": _optional(_columns),
@@ -173,7 +181,7 @@ class DetectionOptions:
         The position and the measured quantity.
     by : tuple of str or None
         The group columns.
-    alpha, min_ratio, direction, level, n_boot, seed, penalty, session, fdr
+    alpha, min_ratio, direction, level, n_boot, seed, penalty, session, fdr, ratio_interval
         As :func:`regimes.detect_regimes` takes them.
 
     Raises
@@ -204,6 +212,7 @@ class DetectionOptions:
     penalty: float = 2.0
     session: str | None = None
     fdr: str = "curve"
+    ratio_interval: str = "bootstrap"
 
     def __post_init__(self) -> None:
         check_options(**{f.name: getattr(self, f.name) for f in fields(self)})

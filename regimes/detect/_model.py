@@ -37,7 +37,7 @@ from regimes._stats.scan import (
     selection_threshold,
 )
 from regimes._stats.smoother import Smoother, smoother_for
-from regimes.detect._regimes import KMAX, as_step, canonical
+from regimes.detect._regimes import KMAX, as_step, canonical, spread
 from regimes.detect._sensitivity import (
     SENSITIVITY_WIDTHS,
     CurveNoise,
@@ -97,7 +97,7 @@ class Regime(NamedTuple):
     p_value: float
     p_change: float
     bounds: tuple[int, int, int, int]
-    boot_delta: tuple[float, float]
+    boot_delta: tuple[float, float] | None
 
 
 class CurveModel(NamedTuple):
@@ -268,30 +268,6 @@ def _fitted(fit: RowFit, row: int, t: int) -> np.ndarray:
     return out
 
 
-def _spread(
-    found: RowFit, t: int, regime: tuple[int, int, float, float], level: float
-) -> tuple[tuple[int, int, int, int], tuple[float, float]]:
-    """Bounds on a regime's onset and end, and its delta's quantiles, over draws."""
-    s, e, delta, _ = regime
-    a, b, d = canonical(found, t)
-    overlap = np.minimum(b, e) - np.maximum(a, s) + 1
-    overlap = np.where(np.sign(np.nan_to_num(d)) == np.sign(delta), overlap, 0)
-    best = np.argmax(overlap, axis=1)
-    rows = np.flatnonzero(overlap[np.arange(overlap.shape[0]), best] > 0)
-    if rows.size == 0:
-        return (s, s, e, e), (delta, delta)
-    lo, hi = (1.0 - level) / 2.0, (1.0 + level) / 2.0
-    starts, ends = a[rows, best[rows]], b[rows, best[rows]]
-    deltas = d[rows, best[rows]]
-    bounds = (
-        int(np.quantile(starts, lo, method="lower")),
-        int(np.quantile(starts, hi, method="higher")),
-        int(np.quantile(ends, lo, method="lower")),
-        int(np.quantile(ends, hi, method="higher")),
-    )
-    return bounds, (float(np.quantile(deltas, lo)), float(np.quantile(deltas, hi)))
-
-
 def _threshold(maxima: np.ndarray, alpha: float) -> float:
     """Return the ``1 - alpha`` quantile of the null maxima (``-inf``: nothing selected)."""
     return float(np.quantile(maxima, 1.0 - alpha, method="higher")) if maxima.size else -np.inf
@@ -375,7 +351,7 @@ def _tested_regimes(
         p = max(float(stats.t.sf(z, df)), _tail_p(z, nulls[0])) if tested else 1.0
         p_change = max(float(stats.t.sf(z0, df)), _tail_p(z0, nulls[1]))
         bounds = (regime[0], regime[0], regime[1], regime[1])
-        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, (regime[2],) * 2))
+        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, None))
     return out
 
 
@@ -383,7 +359,7 @@ def _with_spread(regimes: list[Regime], model: RowFit, t: int, level: float) -> 
     """Return the regimes with their onset, end and delta spread over the model's draws."""
     out = []
     for r in regimes:
-        bounds, boot = _spread(model, t, (r.start, r.end, r.delta, r.se), level)
+        bounds, boot = spread(model, t, (r.start, r.end, r.delta, r.se), level)
         out.append(r._replace(bounds=bounds, boot_delta=boot))
     return out
 

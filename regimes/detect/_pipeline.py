@@ -148,6 +148,7 @@ def detect_regimes(
     penalty: float = 2.0,
     session: str | None = None,
     fdr: str = "curve",
+    ratio_interval: str = "bootstrap",
 ) -> RegimeResult:
     """Find change points and anomalous intervals of ``y`` along ``x`` for each group.
 
@@ -203,6 +204,13 @@ def detect_regimes(
         The Benjamini-Hochberg family of the anomaly tests: each curve's own regimes
         (a curve's answer then does not depend on the other curves), or every tested
         regime of the call.
+    ratio_interval : {"bootstrap", "t"}, default "bootstrap"
+        The interval of each anomaly's ratio: the basic bootstrap interval over the
+        draws under the fitted model, with the selection re-done in each (it holds the
+        selection's bias and spread), or the ``t`` interval of the selected regime held
+        fixed (the dual of its TREAT test: its lower bound clears ``min_ratio`` when the
+        test does). Where fewer draws than the level needs find the regime, the
+        ``t`` interval stands in; ``anomalies.ratio_interval`` says which each holds.
 
     Returns
     -------
@@ -269,6 +277,7 @@ def detect_regimes(
         penalty=penalty,
         session=session,
         fdr=fdr,
+        ratio_interval=ratio_interval,
     )
     frame, group_columns = prepare_trials(df, x, y, by, session)
     index = index_curves(frame, group_columns, x)

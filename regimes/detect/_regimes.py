@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from regimes._stats.scan import RowFit, candidate_intervals
+from regimes.data.schema import n_boot_floor
 
-__all__ = ["KMAX", "START_CELLS", "as_step", "canonical"]
+__all__ = ["KMAX", "START_CELLS", "as_step", "canonical", "spread"]
 
 KMAX = 4
 """Most regimes one curve's model holds."""
@@ -41,3 +42,37 @@ def canonical(fit: RowFit, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a, b = np.where(flip, b + 1, a), np.where(flip, t - 1, b)
     delta = np.where(used, np.where(flip, -fit.delta, fit.delta), np.nan)
     return a, b, delta
+
+
+def spread(
+    found: RowFit, t: int, regime: tuple[int, int, float, float], level: float
+) -> tuple[tuple[int, int, int, int], tuple[float, float] | None]:
+    """Bounds on a regime's onset and end, and its delta's basic interval, over draws.
+
+    The draws are made under the fitted model, so their regime's delta spreads around
+    the estimate as the estimate spreads around the truth, selection's bias included:
+    the basic interval ``2 delta - q_hi .. 2 delta - q_lo`` (Davison and Hinkley, 1997,
+    section 5.2) turns that spread back. It is ``None`` where fewer draws than
+    :func:`regimes.data.schema.n_boot_floor` found the regime (a quantile of so few is
+    not an interval); it never leaves out the estimate itself.
+    """
+    s, e, delta, _ = regime
+    a, b, d = canonical(found, t)
+    overlap = np.minimum(b, e) - np.maximum(a, s) + 1
+    overlap = np.where(np.sign(np.nan_to_num(d)) == np.sign(delta), overlap, 0)
+    best = np.argmax(overlap, axis=1)
+    rows = np.flatnonzero(overlap[np.arange(overlap.shape[0]), best] > 0)
+    if rows.size == 0:
+        return (s, s, e, e), None
+    lo, hi = (1.0 - level) / 2.0, (1.0 + level) / 2.0
+    starts, ends = a[rows, best[rows]], b[rows, best[rows]]
+    bounds = (
+        int(np.quantile(starts, lo, method="lower")),
+        int(np.quantile(starts, hi, method="higher")),
+        int(np.quantile(ends, lo, method="lower")),
+        int(np.quantile(ends, hi, method="higher")),
+    )
+    if rows.size < n_boot_floor(level):
+        return bounds, None
+    q_lo, q_hi = np.quantile(d[rows, best[rows]], [lo, hi])
+    return bounds, (min(2.0 * delta - q_hi, delta), max(2.0 * delta - q_lo, delta))

@@ -34,7 +34,9 @@ class RegimeResult(AnalysisResult):
         Significant regimes only: ``start``, ``end`` (inclusive ``x``), ``peak_x``,
         ``ratio`` (level over the trend of its normal flanks; a regime nested in
         another is measured against the enclosing one) with ``ratio_low``,
-        ``ratio_high``, the TREAT ``p_value`` against ``min_ratio`` (scan-adjusted),
+        ``ratio_high`` (the interval named by ``ratio_interval``: ``bootstrap``, the
+        selection re-done in each draw, or ``t``, the regime held fixed), the TREAT
+        ``p_value`` against ``min_ratio`` (scan-adjusted),
         ``q_value``, ``recovered``, ``kind`` (``spike``: comes back; ``step``: runs to
         the end of the grid; ``edge``: one cell at an end, ``recovered`` null),
         ``n_points`` and ``caveat``: null, or what simulation showed of an anomaly so
@@ -121,7 +123,11 @@ class RegimeResult(AnalysisResult):
             ("min_ratio:", f"{p.get('min_ratio')}"),
             ("Anomalies:", str(self.anomalies.height)),
             ("Change points:", f"{significant} significant of {self.change_points.height}"),
-            ("Intervals:", f"t, level={p.get('level')}, BH per {p.get('fdr')}"),
+            (
+                "Intervals:",
+                f"ratio {p.get('ratio_interval', 't')}, level={p.get('level')}, "
+                f"BH per {p.get('fdr')}",
+            ),
         ]
 
     def _headlines(self) -> list[str]:

@@ -164,14 +164,19 @@ def _kind(r: Regime, t: int) -> tuple[str, bool | None]:
     return "spike", True
 
 
-def _ratio_interval(r: Regime, df: float, level: float) -> tuple[float, float]:
-    """Return the ratio's t interval at ``level``, on the regime's moderated noise.
+def _ratio_interval(r: Regime, df: float, params: dict[str, Any]) -> tuple[float, float, str]:
+    """Return the ratio's interval at ``level`` and which interval it is.
 
-    The interval of the selected regime, held fixed: the one its TREAT test is the dual
-    of, so a reported anomaly's lower bound clears ``min_ratio`` when its test does.
+    ``bootstrap``: the basic interval over the model's draws, selection re-done in each
+    (:func:`regimes.detect._model._spread`); ``t``: the selected regime's interval held
+    fixed, on its moderated noise, the one its TREAT test is the dual of. The ``t``
+    interval stands in where too few draws found the regime.
     """
-    half = float(stats.t.ppf((1 + level) / 2, df)) * r.se
-    return float(np.exp(r.delta - half)), float(np.exp(r.delta + half))
+    if params["ratio_interval"] == "bootstrap" and r.boot_delta is not None:
+        low, high = r.boot_delta
+        return float(np.exp(low)), float(np.exp(high)), "bootstrap"
+    half = float(stats.t.ppf((1 + params["level"]) / 2, df)) * r.se
+    return float(np.exp(r.delta - half)), float(np.exp(r.delta + half)), "t"
 
 
 def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
@@ -181,7 +186,7 @@ def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Da
         for k in _significant(m, d):
             r = m.regimes[k]
             kind, recovered = _kind(r, m.trend.size)
-            low, high = _ratio_interval(r, m.df, ctx.params["level"])
+            low, high, interval = _ratio_interval(r, m.df, ctx.params)
             peak = r.start + int(
                 np.argmax(np.abs(_departure(m, m.trend.size)[r.start : r.end + 1]))
             )
@@ -200,10 +205,12 @@ def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Da
                     r.end - r.start + 1,
                     CAVEAT_START if r.start == 0 else None,
                     *xv[3:],
+                    interval,
                 ]
             )
     schema = {**ctx.group_schema, **anomaly_schema(ctx.x_dtype)}
     schema |= {c: ctx.x_dtype for c in ("start_low", "start_high", "end_low", "end_high")}
+    schema["ratio_interval"] = pl.String
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 

@@ -145,6 +145,7 @@ def test_report_columns_follow_the_design() -> None:
         "start_high",
         "end_low",
         "end_high",
+        "ratio_interval",
     ]
     assert set(rep.sensitivity.columns) >= {*groups, "width", "detectable_ratio", "status"}
     assert rep.params["alpha"] == 0.05 and rep.groups.height == 1

@@ -1,0 +1,75 @@
+"""The ratio's interval: the basic bootstrap over the model's draws, or the ``t`` interval.
+
+The curves are synthetic (``regimes.simulate``); the interval's coverage over many
+curves is measured in ``bench/accuracy.py``, not here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import regimes
+from regimes import RegimesInputError, detect_regimes
+from regimes.detect import _regimes
+
+
+@pytest.fixture(scope="module")
+def trials():
+    return regimes.simulate.published_gpt2_medium(trials=5, cv=0.10, seed=0).trials
+
+
+def test_the_default_interval_is_the_bootstrap_and_holds_its_estimate(trials) -> None:
+    rep = detect_regimes(trials)
+    row = rep.anomalies.row(0, named=True)
+    assert row["ratio_interval"] == "bootstrap" and rep.params["ratio_interval"] == "bootstrap"
+    assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
+    assert "ratio bootstrap" in rep.summary()
+
+
+def test_the_t_interval_is_symmetric_on_the_log_scale_and_tests_are_unchanged(trials) -> None:
+    drawn = detect_regimes(trials).anomalies
+    fixed = detect_regimes(trials, ratio_interval="t").anomalies
+    row = fixed.row(0, named=True)
+    assert row["ratio_interval"] == "t"
+    up, down = np.log(row["ratio_high"] / row["ratio"]), np.log(row["ratio"] / row["ratio_low"])
+    assert up == pytest.approx(down, rel=1e-9)
+    # the interval chosen changes no estimate, test or boundary
+    same = ["start", "end", "ratio", "p_value", "q_value", "start_low", "end_high"]
+    assert drawn.select(same).equals(fixed.select(same))
+    assert (drawn["ratio_low"] != fixed["ratio_low"]).all()
+
+
+def test_an_unknown_interval_is_refused_by_name(trials) -> None:
+    with pytest.raises(RegimesInputError, match="ratio_interval must be one of"):
+        detect_regimes(trials, ratio_interval="percentile")
+
+
+def _draws(monkeypatch: pytest.MonkeyPatch, deltas: np.ndarray) -> None:
+    """Make every draw's one regime cells 3..5 with the given deltas."""
+    k = deltas.size
+    columns = np.full((k, 4), np.nan)
+    columns[:, 0] = deltas
+    found = (np.full((k, 4), 3), np.full((k, 4), 5), columns)
+    monkeypatch.setattr(_regimes, "canonical", lambda fit, t: found)
+
+
+def test_the_basic_interval_turns_the_draws_bias_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # draws that sit 0.1 below the estimate say the estimator runs low: the interval
+    # moves up by as much, and still holds the estimate
+    deltas = 0.9 + np.linspace(-0.2, 0.2, 400)
+    _draws(monkeypatch, deltas)
+    bounds, interval = _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95)  # type: ignore[arg-type]
+    q_lo, q_hi = np.quantile(deltas, [0.025, 0.975])
+    assert bounds == (3, 3, 5, 5)
+    assert interval == pytest.approx((2.0 - q_hi, 2.0 - q_lo))
+    assert interval[0] <= 1.0 <= interval[1]
+
+
+def test_too_few_matching_draws_give_no_bootstrap_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _draws(monkeypatch, np.full(99, 1.0))  # n_boot_floor(0.95) is 100
+    assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95)[1] is None  # type: ignore[arg-type]
+    _draws(monkeypatch, np.full(100, 1.0))
+    assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95)[1] == (1.0, 1.0)  # type: ignore[arg-type]
