@@ -35,13 +35,11 @@ Run: ``python bench/accuracy.py [--curves 200] [--workers 1] [--only NAME] [--ou
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 import time
 import warnings
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from record import Record, Section  # noqa: E402
 from scenarios import Anomaly, Design, make_curves  # noqa: E402
+from workers import process_pool  # noqa: E402
 
 from regimes import RegimesWarning, detect_regimes  # noqa: E402
 from regimes.data.simulate import published_gpt2_medium  # noqa: E402
@@ -539,9 +538,7 @@ def main() -> None:
     args = parser.parse_args()
     record = Record("accuracy", vars(args))
     print(f"detect_regimes accuracy: {args.curves} synthetic curves per scenario, seed {args.seed}")
-    # spawn, not fork: polars' thread pool does not survive a fork
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+    with process_pool(args.workers) as pool:
         for scenario in SCENARIOS:
             if args.only and args.only not in scenario.name:
                 continue

@@ -38,15 +38,14 @@ Run: ``python bench/compare_calibration.py [--pairs 200] [--workers 1] [--out PA
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import warnings
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from record import Record
+from workers import process_pool
 
 from regimes import RegimesWarning
 from regimes._compare.synthetic import EXPECTED_STATUSES as EXPECTED
@@ -151,11 +150,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
     record = Record("compare_calibration", dict(vars(args), alpha=ALPHA))
-    pool = (
-        ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
-        if args.workers > 1
-        else None
-    )
+    pool = process_pool(args.workers) if args.workers > 1 else None
     print(f"main design: {args.pairs} pairs per scenario, alpha={ALPHA}")
     columns = (*MAIN, "rr_covered")
     head = ["scenario", *(FIGURES[k] for k in columns)]

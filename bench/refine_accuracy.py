@@ -30,13 +30,12 @@ Run: ``python bench/refine_accuracy.py [--seeds 10] [--workers 2] [--out PATH]``
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from record import Record
+from workers import process_pool
 
 from regimes.refine import SimulatedProbe, refine_boundaries
 
@@ -97,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     record = Record("refine_accuracy", vars(args))
     cases = [(f, cv, s) for f in FACTORS for cv in NOISE for s in range(args.seeds)]
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with process_pool(args.workers) as pool:
         rows = [r for part in pool.map(one_case, cases) for r in part]
     table = pl.DataFrame(rows)
     per_run = table.unique(["factor", "cv", "seed"]).with_columns(

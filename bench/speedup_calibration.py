@@ -29,15 +29,14 @@ Run: ``python bench/speedup_calibration.py [--curves 200] [--seeds 40] [--worker
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from record import Record
+from workers import process_pool
 
 from regimes import RegimesWarning
 from regimes.data.simulate import published_gpt2_medium_cache, simulate_sweep
@@ -234,7 +233,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the JSON goes")
     args = parser.parse_args()
     record = Record("speedup_calibration", dict(vars(args), alpha=ALPHA))
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with process_pool(args.workers) as pool:
         print(
             f"Null scenarios ({args.curves} curves each, alpha = {ALPHA}): share of curves "
             "with any reported collapse"

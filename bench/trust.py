@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from scipy.stats import binomtest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from shapes import FAMILIES, VARIANTS, Batch, Shape, make_family, place, simulate  # noqa: E402
+from workers import process_pool  # noqa: E402
 
 import regimes  # noqa: E402
 from regimes import detect_regimes  # noqa: E402
@@ -281,7 +281,7 @@ def calibration(
         jobs.append((simulate(shape, [planted], rng, name), "up"))
         grid = shape.budgets
         truths.append(dict(start=grid[planted.first], end=grid[planted.last], ratio=ratio))
-    results = pool.map(analyse, jobs, chunksize=2) if jobs else []
+    results = list(pool.map(analyse, jobs, chunksize=2)) if jobs else []
     found = sum(
         best_match(t, o["anomalies"]) is not None for t, o in zip(truths, results, strict=True)
     )
@@ -300,7 +300,7 @@ def run_block(family: str, variant: str, n_curves: int, seed: int, pool: Any) ->
     jobs = [
         (frame, shape.direction) for frame, shape in zip(batch.frames, batch.shapes, strict=True)
     ]
-    outcomes = pool.map(analyse, jobs, chunksize=2)
+    outcomes = list(pool.map(analyse, jobs, chunksize=2))
     if variant == "null":
         rows = score_null(family, variant, outcomes)
         rows += calibration(family, batch, outcomes, pool, seed * 7 + len(family))
@@ -374,8 +374,7 @@ def main() -> None:
     families = [f for f in FAMILIES if not args.only or f in args.only.split(",")]
     started = time.perf_counter()
     rows: list[Row] = []
-    # spawn, not fork: polars' thread pool does not survive a fork
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+    with process_pool(args.workers) as pool:
         for family in families:
             for variant in VARIANTS:
                 rows += run_block(family, variant, args.curves, args.seed, pool)

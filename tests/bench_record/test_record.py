@@ -89,6 +89,9 @@ def test_a_scenario_scores_into_rows_as_it_prints():
             "ratio_high": [2.4],
             "recovered": [True],
             "kind": ["spike"],
+            "ratio_interval": ["bootstrap"],
+            "t_low": [1.9],
+            "t_high": [1.95],
         }
     )
     record = Record("accuracy")
@@ -97,8 +100,11 @@ def test_a_scenario_scores_into_rows_as_it_prints():
     figures = {r["metric"]: r for r in record.rows}
     assert (figures["recall (a reported anomaly overlaps the truth)"]["hits"], len(lines)) == (
         1,
-        5,
+        7,
     )
+    assert figures["ratio CI covers the true ratio"]["hits"] == 1
+    assert figures["t interval (regime held fixed) covers the true ratio"]["hits"] == 0
+    assert figures["ratio CIs from the bootstrap (else t)"]["hits"] == 1
     bias = figures[accuracy.METRIC_BIAS]
     assert bias["value"] == pytest.approx(1.05) and bias["n"] == 1
     assert {r["section"] for r in record.rows} == {"spike 2x"}
