@@ -25,6 +25,7 @@ BENCHMARKS = (
     "compare_calibration",
     "fleet_scale",
     "operator_flags",
+    "profile_overhead",
     "refine_accuracy",
     "speed",
     "speedup_calibration",
