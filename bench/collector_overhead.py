@@ -108,6 +108,13 @@ def paired(arm_a: Callable[[], float], arm_b: Callable[[], float], pairs: int, w
     }
 
 
+def write_measured(record: Record, backend, out) -> None:
+    """Write ``record``, naming the device and the torch that measured it."""
+    record.options["device"] = backend.device_name()
+    record.options["torch"] = torch.__version__
+    record.write(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="cpu")
@@ -185,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{label:<24}{budget:>7}{result['a_ms']:>11.2f}{result['b_ms']:>11.2f}"
                 f"{result['ratio']:>12.4f}{iqr:>18}"
             )
-    record.options["device"] = backend.device_name()
-    record.options["torch"] = torch.__version__
-    record.write(args.out)
+    write_measured(record, backend, args.out)
     return 0
 
 

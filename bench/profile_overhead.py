@@ -27,7 +27,7 @@ from collections.abc import Callable
 from time import perf_counter
 
 import torch
-from collector_overhead import _quantiles
+from collector_overhead import _quantiles, write_measured
 from record import Record
 
 from collectors.backends import get_backend
@@ -131,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
         seconds = pairs_of(*_arms(generate, args.backend), args.pairs, args.warmup)
         _report(record, budget, seconds, args.pairs)
-    record.options["device"] = backend.device_name()
-    record.options["torch"] = torch.__version__
-    record.write(args.out)
+    write_measured(record, backend, args.out)
     return 0
 
 

@@ -168,7 +168,7 @@ def _ratio_interval(r: Regime, df: float, params: dict[str, Any]) -> tuple[float
     """Return the ratio's interval at ``level`` and which interval it is.
 
     ``bootstrap``: the basic interval over the model's draws, selection re-done in each
-    (:func:`regimes.detect._model._spread`); ``t``: the selected regime's interval held
+    (:func:`regimes.detect._regimes.spread`); ``t``: the selected regime's interval held
     fixed, on its moderated noise, the one its TREAT test is the dual of. The ``t``
     interval stands in where too few draws found the regime.
     """
