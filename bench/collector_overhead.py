@@ -108,11 +108,10 @@ def paired(arm_a: Callable[[], float], arm_b: Callable[[], float], pairs: int, w
     }
 
 
-def write_measured(record: Record, backend, out) -> None:
-    """Write ``record``, naming the device and the torch that measured it."""
+def name_the_device(record: Record, backend) -> None:
+    """Name in ``record`` the device and the torch that measured it."""
     record.options["device"] = backend.device_name()
     record.options["torch"] = torch.__version__
-    record.write(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{label:<24}{budget:>7}{result['a_ms']:>11.2f}{result['b_ms']:>11.2f}"
                 f"{result['ratio']:>12.4f}{iqr:>18}"
             )
-    write_measured(record, backend, args.out)
+    name_the_device(record, backend)
+    record.write(args.out)
     return 0
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from time import perf_counter
 
 import torch
-from collector_overhead import _quantiles, write_measured
+from collector_overhead import _quantiles, name_the_device
 from record import Record
 
 from collectors.backends import get_backend
@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
         seconds = pairs_of(*_arms(generate, args.backend), args.pairs, args.warmup)
         _report(record, budget, seconds, args.pairs)
-    write_measured(record, backend, args.out)
+    name_the_device(record, backend)
+    record.write(args.out)
     return 0
 
 
