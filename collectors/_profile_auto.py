@@ -5,8 +5,9 @@ first measures its timed trials as any run does. Once every one is on disk, the
 library's own detection (:func:`regimes.detect_regimes`, with the profile's ``alpha``
 and ``min_ratio`` where given) runs on them, and for every anomaly it reports, in any
 group, these budgets of the grid are chosen: the anomaly's start, its end, its middle
-(where it holds three budgets or more), and the grid's neighbours on either side of it
-(the trend the operators are tested against). The choice is recorded in ``meta.json``
+(where it holds three budgets or more), and its nearest neighbours on the grid, as many on
+either side as the operators' trend needs to be tested against (two, or three on the one
+side of an anomaly at an end of the grid). The choice is recorded in ``meta.json``
 under ``profile_auto`` (the budgets, why each was chosen, the anomalies, the detection
 options, or why none was chosen) before any profiled generation runs, and every reader
 of the run's spec (a session process, a resumed call) profiles those budgets: the
@@ -27,6 +28,7 @@ import polars as pl
 
 from regimes.data.io import RunWriter
 from regimes.data.io import read_meta as read_run_meta
+from regimes._stats.fixed_intervals import EDGE_FLANK, SIDE_FLANK
 from regimes.data.runs.parts import write_text_atomically
 from regimes.errors import RegimesInputError
 
@@ -96,18 +98,19 @@ def _label(row: dict[str, Any], group_columns: list[str]) -> str:
 def _roles(grid: list[int], start: int, end: int) -> dict[int, str]:
     """Choose the grid budgets for one anomaly ``start..end``, each with its role."""
     inside = [b for b in grid if start <= b <= end]
-    roles: dict[int, str] = {}
     before = [b for b in grid if b < start]
     after = [b for b in grid if b > end]
-    if before:
-        roles[before[-1]] = "trend before"
+    # the flanks the operators' trend is fitted on: as many cells as the attribution's
+    # test asks of them (regimes._stats.fixed_intervals.flank_support), or one profiled
+    # anomaly would be untestable; an interval at an end of the grid has one flank
+    flank = SIDE_FLANK if before and after else EDGE_FLANK
+    roles = {b: "trend before" for b in before[-flank:]}
     if inside:
         roles[inside[0]] = "start of"
         if len(inside) >= 3:
             roles.setdefault(inside[len(inside) // 2], "middle of")
         roles.setdefault(inside[-1], "end of")
-    if after:
-        roles[after[0]] = "trend after"
+    roles.update({b: "trend after" for b in after[:flank]})
     return roles
 
 

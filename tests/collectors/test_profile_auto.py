@@ -67,16 +67,37 @@ def test_a_bad_auto_profile_fails_in_one_line_naming_the_key(value, message):
     assert "\n" not in str(caught.value)
 
 
-def test_each_anomaly_gets_its_ends_its_middle_and_its_neighbours_on_the_grid():
+def test_each_anomaly_gets_its_ends_its_middle_and_the_flanks_its_test_needs():
     assert _roles(GRID, 16, 24) == {
+        8: "trend before",
         12: "trend before",
         16: "start of",
         20: "middle of",
         24: "end of",
         28: "trend after",
+        32: "trend after",
     }
-    assert _roles(GRID, 4, 8) == {4: "start of", 8: "end of", 12: "trend after"}
-    assert _roles(GRID, 36, 36) == {32: "trend before", 36: "start of"}
+    # an anomaly at an end of the grid has one flank, and its trend needs three cells
+    assert _roles(GRID, 4, 8) == {
+        4: "start of",
+        8: "end of",
+        12: "trend after",
+        16: "trend after",
+        20: "trend after",
+    }
+    assert _roles(GRID, 36, 36) == {
+        24: "trend before",
+        28: "trend before",
+        32: "trend before",
+        36: "start of",
+    }
+    assert _roles(GRID, 8, 12) == {
+        4: "trend before",
+        8: "start of",
+        12: "end of",
+        16: "trend after",
+        20: "trend after",
+    }
 
 
 def test_the_spec_profiles_the_recorded_choice_and_nothing_before_it():
@@ -101,7 +122,7 @@ def test_auto_profiles_budgets_bracketing_an_injected_regime(tmp_path):
     budgets = chosen["budgets"]
     inside = [b for b in budgets if 16 <= b <= 24]
     assert inside and min(budgets) < 16 and max(budgets) > 24
-    assert min(budgets) >= 12 and max(budgets) <= 28  # around the regime, nowhere else
+    assert min(budgets) >= 8 and max(budgets) <= 32  # around the regime, nowhere else
     assert {w["budget"] for w in chosen["why"]} == set(budgets)
     assert any("trend before the anomaly" in w for entry in chosen["why"] for w in entry["why"])
     assert chosen["detection"] == {"alpha": None, "min_ratio": 2.0}
@@ -116,6 +137,9 @@ def test_auto_profiles_budgets_bracketing_an_injected_regime(tmp_path):
     again = run_sweep(spec, path, progress=False, command=["test"])  # resumed: nothing repeats
     assert again.measured == 0 and _meta(path)["profile_auto"] == chosen
     assert regimes.load(path, table="ops").height == ops.height
+    # the chosen budgets are enough for the attribution to test the anomaly
+    found = regimes.attribute_operators(ops, regimes.detect_regimes(trials, min_ratio=2.0))
+    assert found.untested.height == 0 and found.operators.get_column("flagged").any()
 
 
 def test_a_smooth_sweep_profiles_nothing_and_says_why(tmp_path):
