@@ -96,10 +96,20 @@ def kineto_links(events: Iterable[Any]) -> dict[tuple[int, str], int]:
     }
 
 
+PROFILER_OWN_EVENTS = frozenset({"Activity Buffer Request"})
+"""Host events the profiler records of its own work, never an operator's scope: on a real
+H200 profile a CUPTI buffer request that overlapped the model's operators became the
+parent of 41 of them, and the root of their kernels."""
+
+
 def _root(event: Any) -> Any:
-    while getattr(event, "cpu_parent", None) is not None:
-        event = event.cpu_parent
-    return event
+    """Return the outermost operator enclosing ``event`` (itself where none does)."""
+    root = event
+    while (parent := getattr(event, "cpu_parent", None)) is not None:
+        event = parent
+        if event.name not in PROFILER_OWN_EVENTS:
+            root = event
+    return root
 
 
 def _linked(event: Any, links: dict[tuple[int, str], int] | None) -> int:

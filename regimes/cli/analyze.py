@@ -2,7 +2,8 @@
 
 Prints the headlines and the summary (or, for scripts, the result's ``to_json()`` object
 or the anomalies as CSV); with ``-o`` also writes the anomalies, change points and curve
-tables. ``--fail-on anomaly`` makes a finding exit with status 1 (for CI). Problems the
+tables; where the run holds profiles (its ``ops`` table), which operators carry each
+anomaly (:func:`regimes.attribute_operators`). ``--fail-on anomaly`` makes a finding exit with status 1 (for CI). Problems the
 user can fix raise :class:`~regimes.errors.RegimesInputError`, which
 :func:`regimes.cli.main` prints as one line with exit status 2.
 """
@@ -84,6 +85,9 @@ def run_analyze(args: argparse.Namespace) -> int:
         print("\n".join(headlines(result, meta=run.meta)))
         print()
         print(result_summary(result))
+        if run.ops.height and result.anomalies.height:
+            print()
+            print(_operators(run.ops, result, options))
     if args.outdir is not None:
         written = _write_tables(result, args.outdir, args.save_as)
         # Keep stdout machine-readable in json/csv mode.
@@ -93,6 +97,21 @@ def run_analyze(args: argparse.Namespace) -> int:
     if "anomaly" in args.fail_on and result.anomalies.height:
         return EXIT_FINDING
     return 0
+
+
+def _operators(ops: pl.DataFrame, result: Any, options: Any) -> str:
+    """Say which operators carry each anomaly, where the run holds profiles.
+
+    With the report's options (alpha, level, seed); profiles that cannot answer (no
+    profiled budget around an anomaly, profiles of another run) say why in one line.
+    """
+    from regimes.explain.operators import attribute_operators
+
+    own = {"alpha": options.alpha, "level": options.level, "seed": options.seed}
+    try:
+        return str(attribute_operators(ops, result, **own).summary())
+    except RegimesInputError as exc:
+        return f"Operators: not attributed: {exc}"
 
 
 def flat(frame: pl.DataFrame) -> pl.DataFrame:

@@ -154,6 +154,24 @@ def test_kernels_are_scoped_to_the_operator_that_launched_them_and_counted_once(
     assert all(r["self_device_s"] is None for r in no_device)
 
 
+def test_the_profilers_own_events_are_no_operators_scope():
+    # a CUPTI buffer request overlapping the model's operators, as on a real H200 profile
+    request = _event("Activity Buffer Request", "CPU", id=1, host=350.0)
+    sdpa = _event("aten::scaled_dot_product_attention", "CPU", id=7, parent=request, host=20.0)
+    cudnn = _event("aten::_cudnn_attention_forward", "CPU", id=8, parent=sdpa, host=400.0)
+    launch = _event("cuLaunchKernelEx", "CPU", id=40, linked=8, parent=cudnn, host=5.0)
+    kernel = _event("cudnn_generated_fort_native_sdpa", "CUDA", id=40, linked=8, device=30.0)
+    rows = operator_rows([request, sdpa, cudnn, launch, kernel], device_times=True)
+    scopes = {r["operator"]: r["scope"] for r in rows}
+    assert scopes == {
+        "Activity Buffer Request": "Activity Buffer Request",  # its own row, its own cost
+        "aten::scaled_dot_product_attention": "aten::scaled_dot_product_attention",
+        "aten::_cudnn_attention_forward": "aten::scaled_dot_product_attention",
+        "cuLaunchKernelEx": "aten::scaled_dot_product_attention",
+        "cudnn_generated_fort_native_sdpa": "aten::scaled_dot_product_attention",
+    }
+
+
 def test_slowed_attention_repeats_the_call_and_keeps_its_result():
     q = torch.randn(1, 2, 5, 8)
     expected = torch.nn.functional.scaled_dot_product_attention(q, q, q)

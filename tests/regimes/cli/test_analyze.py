@@ -166,3 +166,25 @@ def test_report_writes_html_and_pngs(run, tmp_path, capsys):
     assert {"latency.png", "heatmap.png", "phases.png"} <= set(written)
     for name in written:
         assert (pngs / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_analyze_names_the_operators_that_carry_a_profiled_regime(capsys):
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cpu-slow-attention"
+    assert main(["analyze", str(run), *FAST]) == 0
+    out = capsys.readouterr().out
+    tail = out[out.index("Operator attribution") :]
+    assert "[28, 36]" in tail and "aten::_scaled_dot_product_flash_attention_for_cpu: " in tail
+    assert "of the excess" in tail
+
+
+def test_analyze_says_why_profiles_cannot_answer():
+    from regimes.cli.analyze import _operators
+    from regimes.options import DetectionOptions
+
+    run = Path(__file__).resolve().parents[3] / "examples" / "data" / "cpu-slow-attention"
+    result = detect_regimes(load(run), n_boot=200)
+    far = load(run, table="ops").filter(pl.col("budget") <= 16)  # no budget of the regime
+    text = _operators(far, result, DetectionOptions())
+    assert text.startswith("Operators: not attributed: ") and "\n" not in text
+    other = load(run, table="ops").with_columns(pl.lit("another-run").alias("run_id"))
+    assert "another" in _operators(other, result, DetectionOptions())
