@@ -26,9 +26,9 @@ from typing import Any
 
 import polars as pl
 
+from regimes._stats.fixed_intervals import EDGE_FLANK, SIDE_FLANK
 from regimes.data.io import RunWriter
 from regimes.data.io import read_meta as read_run_meta
-from regimes._stats.fixed_intervals import EDGE_FLANK, SIDE_FLANK
 from regimes.data.runs.parts import write_text_atomically
 from regimes.errors import RegimesInputError
 

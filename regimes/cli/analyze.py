@@ -3,8 +3,9 @@
 Prints the headlines and the summary (or, for scripts, the result's ``to_json()`` object
 or the anomalies as CSV); with ``-o`` also writes the anomalies, change points and curve
 tables; where the run holds profiles (its ``ops`` table), which operators carry each
-anomaly (:func:`regimes.attribute_operators`). ``--fail-on anomaly`` makes a finding exit with status 1 (for CI). Problems the
-user can fix raise :class:`~regimes.errors.RegimesInputError`, which
+anomaly (:func:`regimes.attribute_operators`). ``--fail-on anomaly`` makes a finding
+exit with status 1 (for CI). Problems the user can fix raise
+:class:`~regimes.errors.RegimesInputError`, which
 :func:`regimes.cli.main` prints as one line with exit status 2.
 """
 

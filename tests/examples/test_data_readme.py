@@ -417,6 +417,42 @@ def profile_firstvisit() -> list[str]:
     ]
 
 
+def _carrier(row: dict[str, Any]) -> str:
+    return (
+        f"`{row['operator']}`: {100 * row['share']:.0f} % [{100 * row['share_low']:.0f}, "
+        f"{100 * row['share_high']:.0f}] of the excess, {row['ratio']:.3g}x "
+        f"[{row['ratio_low']:.3g}, {row['ratio_high']:.3g}] its trend"
+    )
+
+
+def slow_attention_h200() -> list[str]:
+    run = "cuda-h200-slow-attention"
+    rep = regimes.detect_regimes(_load(run))
+    (anomaly,) = rep.anomalies.iter_rows(named=True)
+    ops = regimes.load(DATA / run, table="ops")
+    chosen = _meta(run)["profile_auto"]["budgets"]
+    kernels = ops.filter(pl.col("device_type") == "cuda")
+    claims = [
+        _counts(run),
+        f"{ops.height:,} rows, {ops.select('session', 'trial', 'budget').unique().height} "
+        "profiled generations",
+        f"budgets {', '.join(map(str, chosen))}",
+        f"budgets {anomaly['start']}..{anomaly['end']}, {anomaly['ratio']:.3g}x "
+        f"[{anomaly['ratio_low']:.3g}, {anomaly['ratio_high']:.3g}] its trend",
+        f"{kernels.height:,} kernel rows, "
+        f"{kernels.filter(pl.col('scope') != pl.col('operator')).height:,} of them",
+    ]
+    for time in ("device", "host"):
+        res = regimes.attribute_operators(ops, rep, time=time, unit="scope")
+        (top,) = res.carriers().iter_rows(named=True)
+        rest = res.operators.filter(~pl.col("flagged"))["ratio"].max()
+        claims += [_carrier(top), f"every other scope within {rest:.3g}x"]
+    (kernel,) = (
+        regimes.attribute_operators(ops, rep, time="device").carriers().iter_rows(named=True)
+    )
+    return [*claims, _carrier(kernel)]
+
+
 CLAIMS: dict[str, Callable[[], list[str]]] = {
     "cuda-h200-gpt2": gpt2,
     "cuda-h200-opt125m": opt125m,
@@ -430,6 +466,7 @@ CLAIMS: dict[str, Callable[[], list[str]]] = {
     "cpu-transformers-serve": served,
     "cpu-slow-attention": slow_attention,
     "cuda-h200-profile-firstvisit": profile_firstvisit,
+    "cuda-h200-slow-attention": slow_attention_h200,
 }
 """Per section (its first run's name, or the history runs' common prefix), its findings."""
 
