@@ -45,7 +45,7 @@ from regimes.detect._sensitivity import (
     detectable_on_ladder,
     ladder,
 )
-from regimes.detect._trials import Pools
+from regimes.detect._trials import Pools, block_events
 
 __all__ = [
     "KMAX",
@@ -207,23 +207,27 @@ def _tail_p(value: float, maxima: np.ndarray) -> float:
     return float(min(exact, max(tail, count / (b + 1), 1e-300)))
 
 
-def _noise_draws(c: CurveInput, b: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _noise_draws(
+    c: CurveInput, trend: np.ndarray, b: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Cell medians of resampled processes and trials, centred per cell ``(b, T)``.
 
-    Each of the cell's processes draws a deviation from the curve's process residuals,
-    each of its trials a residual from the trial residuals; the cell level is the
-    median of its trials, as for the data. Returns the medians and their variances.
+    Each of the cell's processes draws a deviation from the curve's process residuals
+    (:func:`~regimes.detect._trials.block_events`, about its fitted ``trend``), each of
+    its trials a residual from the trial residuals; the cell level is the median of its
+    trials, as for the data. Returns the medians and their variances.
     """
     t, p = c.n.size, c.pools
-    if p.trials.size < 2 and p.blocks.size < 2:
+    events = block_events(p, trend)
+    if p.trials.size < 2 and events.size < 2:
         return np.zeros((b, t)), np.zeros(t)
     sizes = p.block_size
     total = int(sizes.sum())
     values = np.zeros((b, total))
     if p.trials.size >= 2:
         values += p.trials[rng.integers(0, p.trials.size, size=(b, total))]
-    if p.blocks.size >= 2:
-        effect = p.blocks[rng.integers(0, p.blocks.size, size=(b, sizes.size))]
+    if events.size >= 2:
+        effect = events[rng.integers(0, events.size, size=(b, sizes.size))]
         values += np.repeat(effect, sizes, axis=1)
     cell_of = np.repeat(p.block_cell, sizes)
     width = int(np.bincount(cell_of, minlength=t).max())
@@ -245,14 +249,14 @@ def _draws(
 ) -> np.ndarray:
     """Noise of ``n_boot`` draws of the curve (``part`` 0: the null draws, 1: the model's).
 
-    The cell medians of the curve's own trial residuals, resampled, plus a normal
-    between-cell term for the noise they leave unexplained: the larger of the fitted
-    model's residual scale and the difference-based scale of the detrended levels (a
-    cell that selection fitted as a regime cannot shrink the noise its draws are made
-    with).
+    The cell medians of the curve's own trial and process residuals, resampled, plus a
+    normal between-cell term for the noise they leave unexplained: the larger of the
+    fitted model's residual scale and the difference-based scale of the detrended
+    levels (a cell that selection fitted as a regime cannot shrink the noise its draws
+    are made with).
     """
     rng = np.random.default_rng(np.random.SeedSequence((*c.seed, part)))
-    medians, var = _noise_draws(c, o.n_boot, rng)
+    medians, var = _noise_draws(c, fit.trend[row], o.n_boot, rng)
     sigma = max(float(fit.sigma[row]), scale)
     tau = float(np.sqrt(max(0.0, sigma**2 - float(var.mean()))))
     return medians + rng.normal(0.0, tau, size=medians.shape)

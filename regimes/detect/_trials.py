@@ -31,6 +31,7 @@ __all__ = [
     "FIRST_TRIAL_LEVEL",
     "Adjusted",
     "Pools",
+    "block_events",
     "adjust_trials",
     "cell_arrays",
     "residual_pools",
@@ -229,55 +230,49 @@ def cell_arrays(frame: pl.DataFrame) -> pl.DataFrame:
 class Pools(NamedTuple):
     """What one curve's bootstrap resamples, sorted so that row order cannot matter.
 
-    ``trials``: trial residuals within (cell, process); ``blocks``: each process's
-    deviation from the other processes in its cell (cells measured in two or more);
-    ``block_cell`` and ``block_size``: the curve's processes per cell, in cell order.
+    ``trials``: trial residuals within (cell, process); per process and cell, in cell
+    order (a *block*): ``block_mean`` (its trials' mean), ``block_cell``, ``block_size``
+    and ``block_se`` (the standard error of its deviation from the cell's fitted level;
+    NaN where the cell was measured in one process, which has no deviation of its own).
     """
 
     trials: np.ndarray
-    blocks: np.ndarray
+    block_mean: np.ndarray
     block_cell: np.ndarray
     block_size: np.ndarray
-
-
-def _leave_one_out(means: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Each value less the median of the others of its cell (cells of ``sizes`` values).
-
-    ``means`` holds each cell's values contiguously; cells of one value get NaN.
-    """
-    out = np.full(means.size, np.nan)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    for s in np.unique(sizes[sizes > 1]):
-        cells = starts[sizes == s][:, None] + np.arange(s)
-        values = means[cells]
-        keep = ~np.eye(s, dtype=bool)
-        others = np.stack([values[:, keep[i]] for i in range(s)], axis=1)
-        out[cells] = values - np.median(others, axis=2)
-    return out
+    block_se: np.ndarray
 
 
 BLOCK_EVENT_Z = 3.0
 """A process deviates from the others of its cell, beyond its trials' noise, when its
-mean is this many standard errors from their median."""
+own deviation is this many standard errors."""
 
 
-def _block_events(blocks: pl.DataFrame, sigma: dict[int, float]) -> np.ndarray:
-    """Each block's deviation where it stands out of its trials' noise, else 0.
+def block_events(pools: Pools, trend: np.ndarray) -> np.ndarray:
+    """Each process's own deviation in its cell where it stands out, else 0.
 
-    A block mean carries its trials' noise; drawn again with fresh trials on top, every
-    deviation would count that noise twice. Only deviations beyond
-    :data:`BLOCK_EVENT_Z` standard errors (its own trials and the rest of its cell's)
-    are kept as what they are: a process that ran slower than the others.
+    ``trend``: the curve's fitted trend at its cells. A process's deviation from the
+    trend is its cell's shift, which every process of the cell shares (the trend's
+    misfit there, or a regime), plus its own: the shared part is the deviation closest
+    to 0 where all of the cell's processes deviate to one side, else none. Of three
+    processes two of which ran slow, each slow one keeps its whole excess and the fast
+    one none (against the others' median the fast one would be the deviant, and the
+    slow ones keep half); of three that all ran slow together, a regime, none keeps
+    anything, so that a null draw cannot rebuild the regime from its own processes. A
+    block mean carries its trials' noise, which the draws add again with fresh trials:
+    only deviations beyond :data:`BLOCK_EVENT_Z` standard errors are kept. Sorted;
+    processes of cells measured once are left out.
     """
-    per_cell = (
-        blocks.group_by(_CELL, maintain_order=True).len().get_column("len").to_numpy()
-    ).astype(np.int64)
-    d = _leave_one_out(blocks.get_column("_m").to_numpy(), per_cell)
-    size = blocks.get_column("_size").to_numpy().astype(float)
-    cell_total = np.repeat(np.add.reduceat(size, np.r_[0, np.cumsum(per_cell)[:-1]]), per_cell)
-    s = np.array([sigma.get(int(c), 0.0) for c in blocks.get_column("_curve").to_numpy()])
-    se = s * np.sqrt(1.0 / size + 1.0 / np.maximum(cell_total - size, 1.0))
-    return np.where(np.abs(d) > BLOCK_EVENT_Z * se, d, np.where(np.isnan(d), np.nan, 0.0))
+    shared = np.isfinite(pools.block_se)
+    if not shared.any():
+        return np.zeros(0)
+    cell = pools.block_cell[shared]
+    d = pools.block_mean[shared] - trend[cell]
+    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+    low, high = np.minimum.reduceat(d, starts), np.maximum.reduceat(d, starts)
+    common = np.where(low > 0, low, np.where(high < 0, high, 0.0))
+    own = d - np.repeat(common, np.diff(np.r_[starts, d.size]))
+    return np.sort(np.where(np.abs(own) > BLOCK_EVENT_Z * pools.block_se[shared], own, 0.0))
 
 
 def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
@@ -285,11 +280,8 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
 
     Trial deviations from their block (cell, process) mean, scaled by
     :math:`\sqrt{n/(n-1)}` so that their variance is the trials' own (blocks of one
-    trial have none); and, for cells measured in two processes or more, each block
-    mean's deviation from the median of the other blocks of its cell where it stands
-    out of the trials' noise (:func:`_block_events`; sessions first, then trials).
-    Unscaled, the deviation of one slow process among two keeps the whole of the
-    difference, where a deviation from their mean would halve it.
+    trial have none); and each block's mean, whose deviation from the fitted model
+    :func:`block_events` takes once the curve is fitted (sessions first, then trials).
     """
     n = pl.len().over(_BLOCK)
     dev = (pl.col("_adj") - pl.col("_adj").mean().over(_BLOCK)) * (n / (n - 1)).sqrt()
@@ -303,26 +295,32 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
         zip(trials.get_column("_curve").to_list(), trials.get_column("_r").to_list(), strict=True)
     )
     sigma = {int(c): float(np.sqrt(np.mean(np.square(r)))) for c, r in found.items() if r}
+    cell_total = pl.col("_size").sum().over(_CELL)
     blocks = (
         frame.group_by(_BLOCK)
         .agg(pl.col("_adj").mean().alias("_m"), pl.len().alias("_size"))
         .sort(["_curve", "_x", "_size", "_m"])
-    )
-    blocks = (
-        blocks.with_columns(pl.Series("_d", _block_events(blocks, sigma)))
+        .with_columns(
+            pl.when(pl.len().over(_CELL) > 1)
+            .then((1.0 / pl.col("_size") + 1.0 / cell_total).sqrt())
+            .otherwise(float("nan"))
+            .alias("_se1")
+        )
         .group_by("_curve", maintain_order=True)
         .agg(
-            pl.col("_d").drop_nans().sort(),
+            pl.col("_m"),
             pl.col("_x").rank("dense").cast(pl.Int64) - 1,
             pl.col("_size").cast(pl.Int64),
+            pl.col("_se1"),
         )
     )
     out = {}
-    for curve, d, cell, size in blocks.iter_rows():
+    for curve, mean, cell, size, se1 in blocks.iter_rows():
         out[int(curve)] = Pools(
             np.asarray(found.get(curve, []), dtype=float),
-            np.asarray(d, dtype=float),
+            np.asarray(mean, dtype=float),
             np.asarray(cell, dtype=np.int64),
             np.asarray(size, dtype=np.int64),
+            sigma.get(int(curve), 0.0) * np.asarray(se1, dtype=float),
         )
     return out
