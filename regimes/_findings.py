@@ -140,7 +140,8 @@ def sensitivity_findings(regimes: Any, meta: dict[str, Any] | None = None) -> li
     of 1.4x or more over 2 budgets would have been found``; an inconclusive curve (its
     detectable ratio over :data:`SENSITIVITY_WIDTH` budgets above the detection's limit)
     reads ``inconclusive: only spikes of 4.2x or more over 2 budgets could have been
-    found``, with or without an anomaly. Ratios are rounded up to two digits, so the
+    found``; a curve with an anomaly says it only where it is inconclusive (``beside its
+    anomaly, only spikes of ...``). Ratios are rounded up to two digits, so the
     sentence never promises more than the detection can. Then one line per hygiene
     warning the run recorded when it was collected (``meta.json``; see
     :func:`hygiene_warnings`).
@@ -184,29 +185,41 @@ def _sensitivity_lines(regimes: Any, x: str, group_columns: list[str]) -> list[s
     else:
         rows = rows.with_columns(pl.lit(anomalies is not None).alias("_found"))
     rows = rows.with_columns(pl.col("_found").fill_null(False))
-    inconclusive = rows.filter(pl.col("status") == "inconclusive")
-    tested = rows.filter((pl.col("status") != "inconclusive") & ~pl.col("_found"))
+    inconclusive = pl.col("status") == "inconclusive"
     word = _PLURAL.get(x, f"{x} values")
     lines = []
     for frame, template in (
-        (tested, "no anomaly; spikes of {r}x or more over {w} {word} would have been found"),
         (
-            inconclusive,
-            "inconclusive: only spikes of {r}x or more over {w} {word} could have been found",
+            rows.filter(~inconclusive & ~pl.col("_found")),
+            "no anomaly; spikes of {r} over {w} {word} would have been found",
+        ),
+        (
+            rows.filter(inconclusive & ~pl.col("_found")),
+            "inconclusive: only spikes of {r} over {w} {word} could have been found",
+        ),
+        (
+            rows.filter(inconclusive & pl.col("_found")),
+            "beside its anomaly, only spikes of {r} over {w} {word} could have been found",
         ),
     ):
         ratios = frame.get_column("detectable_ratio").to_list()
         if frame.height > _LISTED:
             low, high = _ratio_text(min(ratios)), _ratio_text(max(ratios))
-            text = template.format(r=f"{low}-{high}", w=SENSITIVITY_WIDTH, word=word)
+            text = template.format(r=f"{low}-{high}x or more", w=SENSITIVITY_WIDTH, word=word)
             lines.append(f"{frame.height} curves: {text}")
             continue
         for row in frame.iter_rows(named=True):
             text = template.format(
-                r=_ratio_text(row["detectable_ratio"]), w=SENSITIVITY_WIDTH, word=word
+                r=_at_least(row["detectable_ratio"]), w=SENSITIVITY_WIDTH, word=word
             )
             lines.append((f"{row[GROUP_FIELD]}: " if several else "") + text)
     return lines
+
+
+def _at_least(ratio: float | None) -> str:
+    """``4.1x or more``; ``over 10x`` past the simulated ladder's top."""
+    text = _ratio_text(ratio)
+    return f"{text}x" if text.startswith("over") else f"{text}x or more"
 
 
 def _ratio_text(ratio: float | None) -> str:

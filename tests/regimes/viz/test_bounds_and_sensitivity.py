@@ -126,7 +126,12 @@ def test_a_curve_with_an_anomaly_gets_no_negative_sentence(spiky):
     model = rep.groups.get_column("model")[0]
     assert sensitivity_findings(_with_ratios(rep, {model: 1.3})) == []
     (line,) = sensitivity_findings(_with_ratios(rep, {model: 3.5}))
-    assert line.startswith("inconclusive: only spikes of 3.5x")
+    assert (
+        line
+        == "beside its anomaly, only spikes of 3.5x or more over 2 budgets could have been found"
+    )
+    (line,) = sensitivity_findings(_with_ratios(rep, {model: float("inf")}))
+    assert "over 10x over 2 budgets" in line and "or more" not in line
 
 
 def test_hygiene_warnings_are_read_from_a_local_and_a_fleet_run():
