@@ -304,10 +304,16 @@ def _phase_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
     )
     if row.get("decode_share") is None:
         return f"{_where(row, group_columns)}: {excess}; {row.get('decode_share_note')}."
+    share = _share(row["decode_share"], row["decode_share_low"], row["decode_share_high"])
+    return f"{_where(row, group_columns)}: decode carries {share}: {excess}."
+
+
+def _share(share: float, low: float, high: float) -> str:
+    """``97% of the excess (CI 95-99%)``, with a decimal where whole percents hide the CI."""
+    digits = 1 if round(100 * low) == round(100 * high) else 0
     return (
-        f"{_where(row, group_columns)}: decode carries {100 * row['decode_share']:.0f}% of the "
-        f"excess (CI {100 * row['decode_share_low']:.0f}-{100 * row['decode_share_high']:.0f}%): "
-        f"{excess}."
+        f"{100 * share:.{digits}f}% of the excess "
+        f"(CI {100 * low:.{digits}f}-{100 * high:.{digits}f}%)"
     )
 
 
@@ -343,8 +349,7 @@ def _alignment_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> st
 
 def _operator_sentence(row: dict[str, Any], group_columns: Sequence[str]) -> str:
     share = (
-        f"carries {100 * row['share']:.0f}% of the excess "
-        f"(CI {100 * row['share_low']:.0f}-{100 * row['share_high']:.0f}%), "
+        f"carries {_share(row['share'], row['share_low'], row['share_high'])}, "
         if row.get("share") is not None
         else ""
     )
