@@ -270,7 +270,7 @@ class Pools(NamedTuple):
 
     ``trials``: trial residuals within (cell, process); per process and cell, in cell
     order (a *block*): ``block_mean`` (its trials' mean), ``block_cell``, ``block_size``
-    and ``block_se`` (the standard error of its deviation from the cell's fitted level;
+    and ``block_se`` (the standard error of its own deviation, :func:`block_events`;
     NaN where the cell was measured in one process, which has no deviation of its own).
     """
 
