@@ -29,6 +29,7 @@ from regimes.cli._options import (
     on_damaged,
 )
 from regimes.data.schema import RegimesInputError
+from regimes.options import DetectionOptions
 
 __all__ = ["register", "run_analyze"]
 
@@ -100,7 +101,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operators(ops: pl.DataFrame, result: Any, options: Any) -> str:
+def _operators(ops: pl.DataFrame, result: Any, options: DetectionOptions) -> str:
     """Say which operators carry each anomaly, where the run holds profiles.
 
     With the report's options (alpha, level, seed); profiles that cannot answer (no
@@ -108,9 +109,11 @@ def _operators(ops: pl.DataFrame, result: Any, options: Any) -> str:
     """
     from regimes.explain.operators import attribute_operators
 
-    own = {"alpha": options.alpha, "level": options.level, "seed": options.seed}
     try:
-        return str(attribute_operators(ops, result, **own).summary())
+        found = attribute_operators(
+            ops, result, alpha=options.alpha, level=options.level, seed=options.seed
+        )
+        return str(found.summary())
     except RegimesInputError as exc:
         return f"Operators: not attributed: {exc}"
 

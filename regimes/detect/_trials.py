@@ -81,7 +81,7 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
         marked.filter(pl.col("_first"))
         .join(rest, on=_BLOCK, how="inner")
         .with_columns((pl.col("_ly") - pl.col("_rest")).alias("_d"))
-        .group_by("_curve", maintain_order=True)
+        .group_by("_curve")
         .agg(
             pl.len().alias("n_processes"),
             pl.col("_rank").cast(pl.Int64),
@@ -318,8 +318,9 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
 
     Trial deviations from their block (cell, process) mean, scaled by
     :math:`\sqrt{n/(n-1)}` so that their variance is the trials' own (blocks of one
-    trial have none); and each block's mean, whose deviation from the fitted model
-    :func:`block_events` takes once the curve is fitted (sessions first, then trials).
+    trial have none); and each block's mean, whose own deviation (from the fitted trend,
+    less its cell's shared shift) :func:`block_events` takes once the curve is fitted
+    (sessions first, then trials).
     """
     n = pl.len().over(_BLOCK)
     dev = (pl.col("_adj") - pl.col("_adj").mean().over(_BLOCK)) * (n / (n - 1)).sqrt()

@@ -373,9 +373,7 @@ def slow_attention() -> list[str]:
         f"{ops.height:,} rows, {profiled.height} profiled generations",
         f"budgets {anomaly['start']}..{anomaly['end']}, {anomaly['ratio']:.3g}x "
         f"[{anomaly['ratio_low']:.3g}, {anomaly['ratio_high']:.3g}] its trend",
-        f"`{top['operator']}`: {100 * top['share']:.0f} % [{100 * top['share_low']:.0f}, "
-        f"{100 * top['share_high']:.0f}] of the excess, {top['ratio']:.3g}x "
-        f"[{top['ratio_low']:.3g}, {top['ratio_high']:.3g}] its trend",
+        _carrier(top),
         f"every other operator within {rest:.3g}x",
         f"{ratio.median():.3g}x the timed median (from {ratio.min():.3g}x to {ratio.max():.3g}x)",
     ]
