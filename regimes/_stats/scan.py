@@ -124,15 +124,18 @@ def selection_threshold(t: int, penalty: float) -> float:
 class _Grid(NamedTuple):
     """What one smoother of the grid contributes, computed once for every row.
 
-    ``a``: the residual maker; ``a_cols``: prefix sums of its columns, so that
-    ``A z`` of any interval is a difference of two of them; ``zaz``: ``z'Az`` of every
-    candidate interval; ``prefix2``: the 2-D prefix sums of ``A`` (``z_i'Az_j``);
-    ``indicators``: the intervals' indicator columns ``(T, n)``, shared by the smoothers.
+    ``a``: the residual maker; ``a_cols``: prefix sums of its columns, one per row
+    ``(T + 1, T)``, so that ``A z`` of any interval is a difference of two rows;
+    ``zaz``: ``z'Az`` of every candidate interval; ``floor``: the ``z'Az`` left after the
+    basis below which an interval is taken as explained already; ``prefix2``: the 2-D
+    prefix sums of ``A`` (``z_i'Az_j``); ``indicators``: the intervals' indicator
+    columns ``(T, n)``, shared by the smoothers.
     """
 
     a: np.ndarray
     a_cols: np.ndarray
     zaz: np.ndarray
+    floor: np.ndarray
     prefix2: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
@@ -154,12 +157,13 @@ def _indicators(t: int) -> np.ndarray:
 def _grid(a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray) -> _Grid:
     t = a.shape[0]
     starts, ends = intervals
-    a_cols = np.concatenate([np.zeros((t, 1)), np.cumsum(a, axis=1)], axis=1)
+    # stored as rows: gathering rows is cheaper than gathering columns
+    a_cols = np.concatenate([np.zeros((t, 1)), np.cumsum(a, axis=1)], axis=1).T.copy()
     p = np.zeros((t + 1, t + 1))
     p[1:, 1:] = np.cumsum(np.cumsum(a, axis=0), axis=1)
     e1 = ends + 1
     zaz = p[e1, e1] - p[starts, e1] - p[e1, starts] + p[starts, starts]
-    return _Grid(a, a_cols, zaz, p, starts, ends, z)
+    return _Grid(a, a_cols, zaz, _TINY * zaz + _TINY, p, starts, ends, z)
 
 
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
@@ -171,7 +175,7 @@ def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
 
 def _a_times(g: _Grid, index: np.ndarray) -> np.ndarray:
     """Return ``A z`` for the intervals ``index`` ``(K,)``, as rows ``(K, T)``."""
-    return (g.a_cols[:, g.ends[index] + 1] - g.a_cols[:, g.starts[index]]).T
+    return g.a_cols[g.ends[index] + 1] - g.a_cols[g.starts[index]]
 
 
 def _basis(g: _Grid, chosen: np.ndarray) -> np.ndarray:
@@ -187,12 +191,18 @@ def _basis(g: _Grid, chosen: np.ndarray) -> np.ndarray:
     rows = np.arange(k_rows)
     for j in range(kmax):
         idx = np.maximum(chosen[:, j], 0)
-        zq = prefix[rows, :j, g.ends[idx] + 1] - prefix[rows, :j, g.starts[idx]]
-        den = g.zaz[idx] - np.sum(zq**2, axis=1)
-        vec = _a_times(g, idx) - np.einsum("kj,kjt->kt", zq, q[:, :j])
-        ok = (chosen[:, j] >= 0) & (den > _TINY * g.zaz[idx] + _TINY)
-        q[:, j] = np.where(ok[:, None], vec / np.sqrt(np.where(ok, den, 1.0))[:, None], 0.0)
-        prefix[:, j, 1:] = np.cumsum(q[:, j], axis=1)
+        den, vec = g.zaz[idx], _a_times(g, idx)
+        if j:
+            # the first interval has no earlier ones to be made orthogonal to
+            zq = prefix[rows, :j, g.ends[idx] + 1] - prefix[rows, :j, g.starts[idx]]
+            den = den - np.add.reduce(np.square(zq), axis=1)
+            vec -= np.einsum("kj,kjt->kt", zq, q[:, :j])
+        ok = (chosen[:, j] >= 0) & (den > g.floor[idx])
+        # q starts at zero: an unused or explained interval keeps its row of zeros
+        np.divide(vec, np.sqrt(np.where(ok, den, 1.0))[:, None], out=q[:, j], where=ok[:, None])
+        if j + 1 < kmax:
+            # the last interval's sums would serve a next one only
+            prefix[:, j, 1:] = np.cumsum(q[:, j], axis=1)
     return q
 
 
@@ -214,7 +224,74 @@ def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return np.maximum(1.4826 * np.median(np.abs(d), axis=1), _TINY)
 
 
-def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int) -> np.ndarray:
+class _Scratch(NamedTuple):
+    """Work arrays of :func:`_select`, ``(K, n)``, allocated once per :func:`fit_rows`.
+
+    Fresh arrays of this size, one set per selection, would each fault in their pages.
+    """
+
+    den: np.ndarray
+    off: np.ndarray
+    gain: np.ndarray
+    explained: np.ndarray
+
+
+def _scratch(k_rows: int, n: int) -> _Scratch:
+    return _Scratch(*(np.empty((k_rows, n), dtype=d) for d in (float, bool, float, float)))
+
+
+def _best(
+    r: np.ndarray, g: _Grid, explained: np.ndarray | None, w: _Scratch
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return each row's best interval, its gain and ``z'A_Z z``, for residual ``r``.
+
+    ``explained``: the sums of squares of the basis's interval sums, ``None`` before the
+    first interval (``z'A_Z z`` is then ``z'Az``). Works in the first ``len(r)`` rows of
+    ``w``: on rows of a few dozen draws each step is dominated by passes over these
+    arrays, so none is allocated afresh.
+    """
+    n = r.shape[0]
+    den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
+    if explained is None:
+        den, off = g.zaz, ~(g.zaz > g.floor)
+    else:
+        np.subtract(g.zaz, explained, out=den)
+        np.greater(den, g.floor, out=off)
+        np.logical_not(off, out=off)
+    np.matmul(r, g.indicators, out=gain)
+    np.square(gain, out=gain)
+    # dividing everywhere and overwriting the intervals explained already is faster
+    # than a masked division; what those few quotients overflow to is discarded (the
+    # caller silences their warnings: one context per step would cost more)
+    np.divide(gain, den, out=gain)
+    np.copyto(gain, -1.0, where=off)
+    # an interval touching the first cell and its complement, a step to the end, fit
+    # the same model (the trend has a free constant): their gains tie exactly, and
+    # which one rounding favours must not decide; the first in candidate order wins.
+    # Only a row whose runner-up is within the tolerance can have a tie before its first
+    # maximum, so only those rows are searched (a row whose best gain is not positive
+    # takes nothing, whichever interval is its best)
+    rows = np.arange(n)
+    best = np.argmax(gain, axis=1)
+    top = gain[rows, best]
+    low = top - _TIE * np.abs(top)
+    gain[rows, best] = -np.inf
+    runner_up = gain.max(axis=1)
+    gain[rows, best] = top
+    near = (runner_up >= low) & (top > 0)
+    if near.any():
+        best[near] = np.argmax(gain[near] >= low[near, None], axis=1)
+    # a row whose best gain is NaN or infinite has no tolerance: nothing ties with it,
+    # and its first interval counts as its best (low holds no -inf, so a NaN sum is a
+    # NaN entry, and a NaN is the one value unequal to itself)
+    total = low.sum()
+    if total != total:
+        lost = np.flatnonzero(np.isnan(low))
+        best[lost], top[lost] = 0, gain[lost, 0]
+    return best, top, den[rows, best] if den.ndim == 2 else den[best]
+
+
+def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int, work: _Scratch) -> np.ndarray:
     r"""Greedy forward selection of intervals, cut where BIC is smallest.
 
     Each step adds the interval that reduces the residual sum of squares most; the
@@ -222,58 +299,78 @@ def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int) -> np.ndarray:
     the penalty of one interval; :math:`\nu_k` the residual degrees of freedom left,
     which a short grid runs out of), with at most one interval per three residual
     degrees of freedom of the trend (at least one). Rows
-    leave the loop once nothing can enter their model.
+    leave the loop once nothing can enter their model. ``work``: at least as many rows
+    as ``levels``.
     """
     k_rows, t = levels.shape
     chosen = np.full((k_rows, kmax), -1)
     rss = np.full((k_rows, kmax + 1), np.inf)
     # the live rows' state, compacted (rows leave only when nothing can enter): the
     # residual, the basis so far, its interval sums, and their running sum of squares
-    live, lev, r = np.arange(k_rows), levels, levels @ g.a
-    q = np.zeros((k_rows, kmax, t))
+    live: np.ndarray = np.arange(k_rows)
+    lev, r = levels, levels @ g.a
+    q: np.ndarray = np.zeros((k_rows, kmax, t))
     sums: list[np.ndarray] = []
-    explained = np.zeros((k_rows, g.starts.size))
+    explained: np.ndarray | None = None
     rss[:, 0] = np.sum(r**2, axis=1)
     # each regime needs about three residual degrees of freedom of its own: on a short
     # grid, more would fit the noise away and leave the scale to nothing
-    room = max(1, int((np.trace(g.a) - 1.0) // 3))
-    for step in range(min(kmax, room)):
-        den = g.zaz[None, :] - explained
-        ok = den > _TINY * g.zaz[None, :] + _TINY
-        gain = _sums(r, g)
-        np.square(gain, out=gain)
-        np.divide(gain, den, out=gain, where=ok)
-        gain[~ok] = -1.0
-        # an interval touching the first cell and its complement, a step to the end, fit
-        # the same model (the trend has a free constant): their gains tie exactly, and
-        # which one rounding favours must not decide; the first in candidate order wins
-        top = gain.max(axis=1, keepdims=True)
-        best = np.argmax(gain >= top - _TIE * np.abs(top), axis=1)
-        take = gain[np.arange(live.size), best] > 0
-        if not take.any():
-            break
-        if not take.all():
-            live, lev, r, q, explained = (v[take] for v in (live, lev, r, q, explained))
-            sums = [v[take] for v in sums]
-            best, den = best[take], den[take]
-        rows = np.arange(live.size)
-        chosen[live, step] = best
-        zq = np.stack([v[rows, best] for v in sums], axis=1) if sums else np.zeros((rows.size, 0))
-        vec = _a_times(g, best) - np.einsum("kj,kjt->kt", zq, q[:, :step])
-        q[:, step] = vec / np.sqrt(den[rows, best])[:, None]
-        sums.append(_sums(q[:, step], g))
-        explained += sums[-1] ** 2
-        r -= q[:, step] * np.sum(q[:, step] * lev, axis=1, keepdims=True)
-        rss[live, step + 1] = np.sum(r**2, axis=1)
-    steps = np.arange(kmax + 1)[None, :]
-    spare = np.maximum(np.trace(g.a) - steps, 1.0)
-    bic = t * np.log(np.maximum(rss / spare, _TINY * _TINY)) + h2 * steps
+    steps = min(kmax, max(1, int((np.trace(g.a) - 1.0) // 3)))
+    # what the division in _best overflows to is discarded
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        for step in range(steps):
+            best, top, den = _best(r, g, explained, work)
+            take = top > 0
+            kept = np.count_nonzero(take)
+            if kept == 0:
+                break
+            if kept < take.size:
+                live, lev, r, q = (v[take] for v in (live, lev, r, q))
+                best, den = best[take], den[take]
+                sums = [v[take] for v in sums]
+                explained = None if explained is None else explained[take]
+            rows = np.arange(live.size)
+            chosen[live, step] = best
+            vec = _a_times(g, best)
+            if sums:
+                zq = np.empty((rows.size, step))
+                for j, v in enumerate(sums):
+                    zq[:, j] = v[rows, best]
+                vec -= np.einsum("kj,kjt->kt", zq, q[:, :step])
+            q[:, step] = vec / np.sqrt(den)[:, None]
+            if step + 1 < steps:
+                # the last step's interval sums would serve a next step only
+                sums.append(_sums(q[:, step], g))
+                if explained is None:
+                    explained = np.square(sums[-1], out=work.explained[: rows.size])
+                else:
+                    explained += np.square(sums[-1], out=work.gain[: rows.size])
+            # np.add.reduce is what np.sum runs, without its wrappers' cost per call
+            r -= q[:, step] * np.add.reduce(q[:, step] * lev, axis=1, keepdims=True)
+            rss[live, step + 1] = np.add.reduce(np.square(r), axis=1)
+    k = np.arange(kmax + 1)[None, :]
+    spare = np.maximum(np.trace(g.a) - k, 1.0)
+    bic = t * np.log(np.maximum(rss / spare, _TINY * _TINY)) + h2 * k
     keep = np.argmin(bic, axis=1)
     chosen[np.arange(kmax)[None, :] >= keep[:, None]] = -1
     return chosen
 
 
-def _gcv(levels: np.ndarray, g: _Grid, chosen: np.ndarray | None) -> np.ndarray:
+def _median(x: np.ndarray) -> np.ndarray:
+    """``np.median(x, axis=1)``, to the bit, from one sort.
+
+    On rows of a few dozen cells a sort costs a third of what ``np.median``'s partition
+    around three pivots and its checks do.
+    """
+    t = x.shape[1]
+    s = np.sort(x, axis=1)
+    lo, hi = (t - 1) // 2, t // 2
+    mid = s[:, lo] if lo == hi else (s[:, lo] + s[:, hi]) / 2
+    # a NaN sorts last, and makes the median NaN
+    return np.where(np.isnan(s[:, -1]), np.nan, mid)
+
+
+def _gcv(levels: np.ndarray, g: _Grid, q: np.ndarray | None) -> np.ndarray:
     r"""Generalised cross-validation score of each row under smoother ``g``.
 
     :math:`T\,\mathrm{RSS} / (T - \gamma\,\nu)^2` with :math:`\nu` the degrees of
@@ -281,23 +378,27 @@ def _gcv(levels: np.ndarray, g: _Grid, chosen: np.ndarray | None) -> np.ndarray:
     regimes in the model the residual sum of squares is replaced by its robust
     counterpart (the squared median absolute residual, times ``T``), so that a spike
     the regimes have yet to explain does not pull the choice towards a trend that
-    chases it.
+    chases it. ``q``: the regimes' basis (:func:`_basis`), ``None`` without regimes.
     """
     e = levels @ g.a
     t = levels.shape[1]
     used = np.full(levels.shape[0], t - np.trace(g.a))
-    if chosen is None:
-        rss = t * (1.4826 * np.median(np.abs(e), axis=1)) ** 2
+    if q is None:
+        rss = t * (1.4826 * _median(np.abs(e))) ** 2
     else:
-        q = _basis(g, chosen)
         e = e - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
         used = used + np.sum(q**2, axis=(1, 2))
         rss = np.sum(e**2, axis=1)
     return t * rss / np.maximum(t - GCV_GAMMA * used, _TINY) ** 2
 
 
-def _final(levels: np.ndarray, g: _Grid, chosen: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Estimates, unit standard errors, residual scale and df of the chosen model."""
+def _final(
+    levels: np.ndarray, g: _Grid, chosen: np.ndarray, q: np.ndarray | None
+) -> tuple[np.ndarray, ...]:
+    """Estimates, unit standard errors, residual scale and df of the chosen model.
+
+    ``q``: its basis (:func:`_basis`), where the joint choice built it already.
+    """
     k_rows, kmax = chosen.shape
     idx = np.maximum(chosen, 0)
     used = chosen >= 0
@@ -315,10 +416,10 @@ def _final(levels: np.ndarray, g: _Grid, chosen: np.ndarray) -> tuple[np.ndarray
     r0 = levels @ g.a
     zar = np.where(used, np.take_along_axis(_sums(r0, g), idx, axis=1), 0.0)
     delta = np.einsum("kab,kb->ka", m_inv, zar)
-    az = np.stack([_a_times(g, idx[:, j]) * used[:, j, None] for j in range(kmax)], axis=1)
+    az = (g.a_cols[e1] - g.a_cols[s]) * used[:, :, None]
     cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv
     se_unit = np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
-    q = _basis(g, chosen)
+    q = _basis(g, chosen) if q is None else q
     e = r0 - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
     qa = q @ g.a
     df = (
@@ -336,40 +437,47 @@ def _final(levels: np.ndarray, g: _Grid, chosen: np.ndarray) -> tuple[np.ndarray
     return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend
 
 
-def _choose(levels: np.ndarray, grids: list[_Grid], chosen: np.ndarray | None) -> np.ndarray:
+def _choose(levels: np.ndarray, grids: list[_Grid]) -> np.ndarray:
     """Return the smoother of each row with the smallest cross-validation score."""
-    return np.argmin(np.stack([_gcv(levels, g, chosen) for g in grids]), axis=0)
+    return np.argmin(np.stack([_gcv(levels, g, None) for g in grids]), axis=0)
 
 
 def _select_all(
-    levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int
+    levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int, work: _Scratch
 ) -> np.ndarray:
     chosen = np.full((levels.shape[0], kmax), -1)
     for w, g in enumerate(grids):
         rows = which == w
         if rows.any():
-            chosen[rows] = _select(levels[rows], g, h * h, kmax)
+            chosen[rows] = _select(levels[rows], g, h * h, kmax, work)
     return chosen
 
 
-def _joint(levels: np.ndarray, g: _Grid, chosen: np.ndarray, h2: float) -> np.ndarray:
+def _joint(
+    levels: np.ndarray, g: _Grid, chosen: np.ndarray, q: np.ndarray, h2: float
+) -> np.ndarray:
     r"""Score of a trend and its regimes together, smaller is better.
 
     :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T`: the cross-validation
     score with the regimes in the model, each regime's selection penalty, and a BIC
     price for each degree of freedom of the trend, so that a flexible trend that takes
     a bend in costs what a regime over it costs, and one that takes a single cell at an
-    end of the grid in costs more than the regime.
+    end of the grid in costs more than the regime. ``q``: the regimes' basis.
     """
     t = levels.shape[1]
     k = np.sum(chosen >= 0, axis=1)
     edf = t - np.trace(g.a)
-    gcv = t * np.log(np.maximum(_gcv(levels, g, chosen), _TINY * _TINY))
+    gcv = t * np.log(np.maximum(_gcv(levels, g, q), _TINY * _TINY))
     return gcv + h2 * k + np.log(t) * edf
 
 
 def _fit_one(
-    levels: np.ndarray, grids: list[_Grid], h: float, kmax: int, held: np.ndarray | None
+    levels: np.ndarray,
+    grids: list[_Grid],
+    h: float,
+    kmax: int,
+    held: np.ndarray | None,
+    work: _Scratch,
 ) -> RowFit:
     """Fit every row: smoother by GCV, selection; where it selected, trend and regimes jointly.
 
@@ -380,9 +488,10 @@ def _fit_one(
     would repeat the first. Rows whose smoother is ``held`` only select their regimes.
     """
     k_rows = levels.shape[0]
-    which = _choose(levels, grids, None) if held is None else held.copy()
-    chosen = _select_all(levels, grids, which, h, kmax)
+    which = _choose(levels, grids) if held is None else held.copy()
+    chosen = _select_all(levels, grids, which, h, kmax, work)
     again = np.flatnonzero((chosen >= 0).any(axis=1) & (held is None))
+    basis = np.zeros((k_rows, kmax, levels.shape[1]))
     if again.size:
         sub, first = levels[again], which[again]
         picks = np.repeat(chosen[again][None], len(grids), axis=0)
@@ -390,18 +499,24 @@ def _fit_one(
             # a row's own first smoother has made its selection already
             other = first != w
             if other.any():
-                picks[w, other] = _select(sub[other], g, h * h, kmax)
-        scores = np.stack([_joint(sub, g, c, h * h) for g, c in zip(grids, picks, strict=True)])
+                picks[w, other] = _select(sub[other], g, h * h, kmax, work)
+        # each row's basis is its own (no sum runs across rows): the winner's serves the
+        # final fit, and the rows without a regime have an empty one
+        bases = np.stack([_basis(g, c) for g, c in zip(grids, picks, strict=True)])
+        scores = np.stack(
+            [_joint(sub, g, c, b, h * h) for g, c, b in zip(grids, picks, bases, strict=True)]
+        )
         best = np.argmin(scores, axis=0)
         which[again] = best
         chosen[again] = picks[best, np.arange(again.size)]
+        basis[again] = bases[best, np.arange(again.size)]
     delta, se_unit = np.full((k_rows, kmax), np.nan), np.full((k_rows, kmax), np.nan)
     sigma, df, trend = np.empty(k_rows), np.empty(k_rows), np.empty(levels.shape)
     for w, g in enumerate(grids):
         rows = which == w
         if rows.any():
             delta[rows], se_unit[rows], sigma[rows], df[rows], trend[rows] = _final(
-                levels[rows], g, chosen[rows]
+                levels[rows], g, chosen[rows], None if held is not None else basis[rows]
             )
     return RowFit(chosen, delta, se_unit, sigma, df, which, trend)
 
@@ -435,9 +550,15 @@ def fit_rows(
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
+    work = _scratch(min(chunk, levels.shape[0]), intervals[0].size)
     parts = [
         _fit_one(
-            levels[i : i + chunk], grids, h, kmax, None if held is None else held[i : i + chunk]
+            levels[i : i + chunk],
+            grids,
+            h,
+            kmax,
+            None if held is None else held[i : i + chunk],
+            work,
         )
         for i in range(0, levels.shape[0], chunk)
     ]
