@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regimes._stats.smoother import Smoother
+from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
 
 __all__ = [
     "GCV_GAMMA",
@@ -70,10 +70,6 @@ __all__ = [
 
 MIN_OUTSIDE = 3
 """Cells an interval must leave outside it: a trend and its noise need them."""
-
-GCV_GAMMA = 1.4
-"""Cost of a degree of freedom in cross-validation: 1.4 rather than 1 keeps the trend
-from following the noise on short grids (Kim and Gu, 2004)."""
 
 _TINY = 1e-9
 _ROW_CELLS = 5_000_000
@@ -129,7 +125,8 @@ class _Grid(NamedTuple):
     ``zaz``: ``z'Az`` of every candidate interval; ``floor``: the ``z'Az`` left after the
     basis below which an interval is taken as explained already; ``prefix2``: the 2-D
     prefix sums of ``A`` (``z_i'Az_j``); ``indicators``: the intervals' indicator
-    columns ``(T, n)``, shared by the smoothers.
+    columns ``(T, n)``, shared by the smoothers; ``hinged``: whether the smoother holds
+    a hinge (:mod:`regimes._stats.smoother`).
     """
 
     a: np.ndarray
@@ -140,6 +137,7 @@ class _Grid(NamedTuple):
     starts: np.ndarray
     ends: np.ndarray
     indicators: np.ndarray
+    hinged: bool
 
 
 @lru_cache(maxsize=4)
@@ -154,7 +152,9 @@ def _indicators(t: int) -> np.ndarray:
     return z
 
 
-def _grid(a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray) -> _Grid:
+def _grid(
+    a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray, hinged: bool
+) -> _Grid:
     t = a.shape[0]
     starts, ends = intervals
     # stored as rows: gathering rows is cheaper than gathering columns
@@ -163,7 +163,7 @@ def _grid(a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray
     p[1:, 1:] = np.cumsum(np.cumsum(a, axis=0), axis=1)
     e1 = ends + 1
     zaz = p[e1, e1] - p[starts, e1] - p[e1, starts] + p[starts, starts]
-    return _Grid(a, a_cols, zaz, _TINY * zaz + _TINY, p, starts, ends, z)
+    return _Grid(a, a_cols, zaz, _TINY * zaz + _TINY, p, starts, ends, z, hinged)
 
 
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
@@ -462,11 +462,13 @@ def _joint(
     score with the regimes in the model, each regime's selection penalty, and a BIC
     price for each degree of freedom of the trend, so that a flexible trend that takes
     a bend in costs what a regime over it costs, and one that takes a single cell at an
-    end of the grid in costs more than the regime. ``q``: the regimes' basis.
+    end of the grid in costs more than the regime. A hinge's place is a parameter too:
+    a hinged trend pays :data:`~regimes._stats.smoother.KNOT_PRICE` for the hinge's
+    degree of freedom. ``q``: the regimes' basis.
     """
     t = levels.shape[1]
     k = np.sum(chosen >= 0, axis=1)
-    edf = t - np.trace(g.a)
+    edf = t - np.trace(g.a) + (KNOT_PRICE - 1.0) * g.hinged
     gcv = t * np.log(np.maximum(_gcv(levels, g, q), _TINY * _TINY))
     return gcv + h2 * k + np.log(t) * edf
 
@@ -484,13 +486,18 @@ def _fit_one(
     Where the first selection kept a regime, every smoother gets its own selection and
     the pair with the smallest :func:`_joint` score wins: a bent curve that one stiff
     trend leaves as a step is offered to a flexible trend without one (families
-    ``curvature`` and ``mixed`` of ``bench/shapes.py``). Elsewhere the joint choice
-    would repeat the first. Rows whose smoother is ``held`` only select their regimes.
+    ``curvature`` and ``mixed`` of ``bench/shapes.py``); so is a row whose first
+    smoother is hinged, offered the others with their regimes. Elsewhere the joint
+    choice would repeat the first. Rows whose smoother is ``held`` only select their
+    regimes.
     """
     k_rows = levels.shape[0]
     which = _choose(levels, grids) if held is None else held.copy()
     chosen = _select_all(levels, grids, which, h, kmax, work)
-    again = np.flatnonzero((chosen >= 0).any(axis=1) & (held is None))
+    # a hinge can take in part of a step and leave nothing to select: a row whose first
+    # smoother is hinged is offered the others, with their regimes, all the same
+    hinged = np.array([g.hinged for g in grids])[which]
+    again = np.flatnonzero(((chosen >= 0).any(axis=1) | hinged) & (held is None))
     basis = np.zeros((k_rows, kmax, levels.shape[1]))
     if again.size:
         sub, first = levels[again], which[again]
@@ -546,7 +553,7 @@ def fit_rows(
     """
     intervals = candidate_intervals(sm.size)
     z = _indicators(sm.size)
-    grids = [_grid(a, intervals, z) for a in sm.residual]
+    grids = [_grid(a, intervals, z, bool(h)) for a, h in zip(sm.residual, sm.hinged, strict=True)]
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))

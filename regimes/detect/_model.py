@@ -36,14 +36,12 @@ from regimes._stats.scan import (
     fit_rows,
     selection_threshold,
 )
-from regimes._stats.smoother import Smoother, smoother_for
+from regimes._stats.smoother import Smoother, choose_knots, smoother_for
 from regimes.detect._regimes import KMAX, as_step, canonical, spread
 from regimes.detect._sensitivity import (
     SENSITIVITY_WIDTHS,
     CurveNoise,
-    PowerDesign,
-    detectable_on_ladder,
-    ladder,
+    curve_sensitivities,
 )
 from regimes.detect._trials import Pools, block_events
 
@@ -72,12 +70,15 @@ _EXACT_COUNT = 10
 class CurveInput(NamedTuple):
     """One curve's cells and what its bootstrap resamples.
 
+    ``u``: the trend coordinate; ``log_budget``: whether ``u`` is the log of ``x`` (the
+    trend may then change slope: :func:`regimes._stats.smoother.choose_knots`);
     ``level``: cell levels; ``n``: trials per cell; ``pools``: the curve's residuals
     (:class:`regimes.detect._trials.Pools`); ``seed``: its own seed sequence entropy.
     """
 
     curve: int
     u: np.ndarray
+    log_budget: bool
     level: np.ndarray
     n: np.ndarray
     pools: Pools
@@ -109,7 +110,9 @@ class CurveModel(NamedTuple):
     the bootstrap added beyond the resampled trials; ``resampled``: whether the curve
     was bootstrapped (only curves where selection found something are: elsewhere no
     statistic can pass); ``detectable``: ratio per width in
-    :data:`SENSITIVITY_WIDTHS`.
+    :data:`SENSITIVITY_WIDTHS`; ``hinge``: where the trend changes slope, as the
+    knot's cell and the trend's mean slopes in ``u`` before and after it (None: the
+    trend chose no hinged smoother).
     """
 
     curve: int
@@ -122,6 +125,7 @@ class CurveModel(NamedTuple):
     regimes: list[Regime]
     resampled: bool
     detectable: tuple[float, ...]
+    hinge: tuple[int, float, float] | None
 
 
 class _Noise(NamedTuple):
@@ -380,6 +384,10 @@ def fit_grid(
 ) -> list[CurveModel]:
     """Fit, test and resample the curves of one grid (every ``u`` equal).
 
+    Each curve is offered the grid's smoothers, and those hinged at its own knot where
+    its levels show one (:func:`regimes._stats.smoother.choose_knots`); the curves that
+    share a knot are fitted together.
+
     Parameters
     ----------
     curves : list of CurveInput
@@ -392,15 +400,29 @@ def fit_grid(
     list of CurveModel
         In the order of ``curves``.
     """
-    sm = smoother_for(curves[0].u)
-    o = _Options(
-        direction,
-        float(np.log(min_ratio)),
-        alpha,
-        level,
-        n_boot,
-        selection_threshold(sm.size, penalty),
-    )
+    u = curves[0].u
+    levels = np.stack([c.level for c in curves])
+    knots = choose_knots(u, levels) if curves[0].log_budget else [None] * len(curves)
+    models: list[CurveModel] = []
+    for knot in sorted(set(knots), key=lambda k: -1 if k is None else k):
+        sm = smoother_for(u, knot)
+        o = _Options(
+            direction,
+            float(np.log(min_ratio)),
+            alpha,
+            level,
+            n_boot,
+            selection_threshold(sm.size, penalty),
+        )
+        models += _fit_curves(
+            [c for c, k in zip(curves, knots, strict=True) if k == knot], sm, o, seed
+        )
+    order = {c.curve: i for i, c in enumerate(curves)}
+    return sorted(models, key=lambda m: order[m.curve])
+
+
+def _fit_curves(curves: list[CurveInput], sm: Smoother, o: _Options, seed: int) -> list[CurveModel]:
+    """Fit, test and resample curves that share their smoothers ``sm``."""
     levels = np.stack([c.level for c in curves])
     raw = fit_rows(levels, sm, o.h, KMAX)
     sampling = np.array([_sampling(c) for c in curves])
@@ -415,7 +437,8 @@ def fit_grid(
         for i, c in enumerate(curves)
     ]
     owns = [own for _, own in tested_with_noise]
-    detectable = _sensitivities(sm, raw, noise, owns, o, seed)
+    sign = -1.0 if o.direction == "down" else 1.0
+    detectable = curve_sensitivities(sm, raw, noise, owns, (sign, o.tau0, o.h), seed)
     models = [
         m._replace(detectable=d) for (m, _), d in zip(tested_with_noise, detectable, strict=True)
     ]
@@ -426,50 +449,16 @@ def fit_grid(
     ]
 
 
-OWN_DRAWS_CELLS = 12
-"""Longest grid whose curves each draw their power about their own trend."""
-
-
-def _sensitivities(
-    sm: Smoother,
-    raw: RowFit,
-    noise: np.ndarray,
-    owns: list[CurveNoise],
-    o: _Options,
-    seed: int,
-) -> list[tuple[float, ...]]:
-    """Return each curve's detectable ratios, from its power table (:mod:`._sensitivity`).
-
-    A spike can only make a curve's trend more flexible than its own data chose (the
-    smoothness bends to take the spike in), never stiffer: a table's draws may choose
-    the curve's flexibility or any more flexible one. On a grid of up to
-    :data:`OWN_DRAWS_CELLS` cells each curve draws about its own trend (cheap there, and
-    there a trend the smoother cannot follow decides whether selection offers a spike
-    at all); on longer ones the curves that chose one flexibility share flat draws and
-    each adds its trend's misfit to them.
-    """
-    sign = -1.0 if o.direction == "down" else 1.0
-    which = raw.which.tolist()
-    if sm.size <= OWN_DRAWS_CELLS:
-        return [
-            detectable_on_ladder(
-                PowerDesign(sm, w, o.h, sign, seed, raw.trend[i] / noise[i]),
-                ladder(noise[i : i + 1], o.tau0),
-                [owns[i]],
-            )[0]
-            for i, w in enumerate(which)
-        ]
-    out: list[tuple[float, ...]] = [()] * len(owns)
-    for w in sorted(set(which)):
-        members = np.flatnonzero(raw.which == w)
-        ratios = detectable_on_ladder(
-            PowerDesign(sm, w, o.h, sign, seed),
-            ladder(noise[members], o.tau0),
-            [owns[i] for i in members],
-        )
-        for i, r in zip(members, ratios, strict=True):
-            out[i] = r
-    return out
+def _hinge(
+    u: np.ndarray, trend: np.ndarray, sm: Smoother, which: int
+) -> tuple[int, float, float] | None:
+    """Return the knot of a hinged trend and the trend's mean slopes in ``u`` on either side."""
+    if sm.knot is None or not sm.hinged[which]:
+        return None
+    k = sm.knot
+    before = (trend[k] - trend[0]) / (u[k] - u[0])
+    after = (trend[-1] - trend[k]) / (u[-1] - u[k])
+    return k, float(before), float(after)
 
 
 def _null_maxima(
@@ -575,5 +564,6 @@ def _curve_model(
         regimes=tested,
         resampled=nulls is not None,
         detectable=(),
+        hinge=_hinge(c.u, fit.trend[i], sm, which),
     )
     return model, own

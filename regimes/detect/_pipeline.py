@@ -96,12 +96,14 @@ def _curve_inputs(
             continue
         curve = int(part.get_column("_curve")[0])
         x = part.get_column("_x").to_numpy()
-        u = np.log(x) if (x > 0).all() else x
+        log_budget = bool((x > 0).all())
+        u = np.log(x) if log_budget else x
         entropy = (seed, zlib.crc32(keys[curve].encode()))
-        grids.setdefault(tuple(u.tolist()), []).append(
+        grids.setdefault((log_budget, *u.tolist()), []).append(
             CurveInput(
                 curve,
                 u,
+                log_budget,
                 part.get_column("level").to_numpy(),
                 part.get_column("n").to_numpy().astype(np.int64),
                 pools[curve],

@@ -43,7 +43,11 @@ class RegimeResult(AnalysisResult):
         placed (at the first budgets, or next to another; docs/method.md, Known
         limits), as ``summary()`` prints it.
     groups : polars.DataFrame
-        Per group: cells, trials, noise components, counts of findings and a ``note``.
+        Per group: cells, trials, noise components, the trend's degrees of freedom
+        (``trend_df``) and where it changes slope, if it does (``slope_change_at``, the
+        ``x`` of the hinge, and ``slope_before``, ``slope_after``: the trend's mean
+        slope of log ``y`` over log ``x`` on either side; null without a hinge),
+        ``drift``, counts of findings and a ``note``.
     untested : polars.DataFrame
         The groups that could not be tested, with the ``reason``.
     trials : polars.DataFrame

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regimes._stats.scan import fit_rows
+from regimes._stats.scan import RowFit, fit_rows
 from regimes._stats.smoother import Smoother
 from regimes.detect._regimes import KMAX, canonical
 
@@ -46,6 +46,7 @@ __all__ = [
     "CurveNoise",
     "PowerDesign",
     "PowerTable",
+    "curve_sensitivities",
     "detectable_on_ladder",
     "detectable_ratios",
     "ladder",
@@ -342,3 +343,52 @@ def detectable_on_ladder(
         table = _joined(table, rest)
         ratios = [detectable_ratios(table, d.sm, c) for c in curves]
     return ratios
+
+
+OWN_DRAWS_CELLS = 12
+"""Longest grid whose curves each draw their power about their own trend."""
+
+
+def curve_sensitivities(
+    sm: Smoother,
+    raw: RowFit,
+    noise: np.ndarray,
+    owns: list[CurveNoise],
+    scan: tuple[float, float, float],
+    seed: int,
+) -> list[tuple[float, ...]]:
+    r"""Return each curve's detectable ratios, from its power table.
+
+    ``raw``: the curves' fits on ``sm``; ``noise``: their cell noise; ``scan``: the sign
+    of the direction tested, :math:`\log` ``min_ratio`` and the selection threshold.
+
+    A spike can only make a curve's trend more flexible than its own data chose (the
+    smoothness bends to take the spike in), never stiffer: a table's draws may choose
+    the curve's flexibility or any more flexible one. On a grid of up to
+    :data:`OWN_DRAWS_CELLS` cells each curve draws about its own trend (cheap there, and
+    there a trend the smoother cannot follow decides whether selection offers a spike
+    at all); on longer ones the curves that chose one flexibility share flat draws and
+    each adds its trend's misfit to them.
+    """
+    sign, tau0, h = scan
+    which = raw.which.tolist()
+    if sm.size <= OWN_DRAWS_CELLS:
+        return [
+            detectable_on_ladder(
+                PowerDesign(sm, w, h, sign, seed, raw.trend[i] / noise[i]),
+                ladder(noise[i : i + 1], tau0),
+                [owns[i]],
+            )[0]
+            for i, w in enumerate(which)
+        ]
+    out: list[tuple[float, ...]] = [()] * len(owns)
+    for w in sorted(set(which)):
+        members = np.flatnonzero(raw.which == w)
+        ratios = detectable_on_ladder(
+            PowerDesign(sm, w, h, sign, seed),
+            ladder(noise[members], tau0),
+            [owns[i] for i in members],
+        )
+        for i, r in zip(members, ratios, strict=True):
+            out[i] = r
+    return out

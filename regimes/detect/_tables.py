@@ -45,6 +45,9 @@ _GROUP_COLUMNS = (
     "sigma_within",
     "tau_between",
     "trend_df",
+    "slope_change_at",
+    "slope_before",
+    "slope_after",
     "drift",
     "n_change_points",
     "n_anomalies",
@@ -274,6 +277,15 @@ def _curve_status(m: CurveModel) -> str:
     return "inconclusive" if not width2 <= INCONCLUSIVE_RATIO else "tested"
 
 
+def _slope_change(ctx: _Context, m: CurveModel | None) -> tuple[Any, float | None, float | None]:
+    """Return the ``x`` where the curve's trend changes slope, and its slopes on either side."""
+    if m is None or m.hinge is None:
+        return None, None, None
+    knot, before, after = m.hinge
+    x = ctx.cells.get_column("_x").to_numpy()[ctx.starts[m.curve] + knot]
+    return x_value(x, ctx.x_dtype), before, after
+
+
 def _group_rows(
     ctx: _Context, models: list[CurveModel], adjusted: Adjusted, d: Decision, notes: dict[int, str]
 ) -> pl.DataFrame:
@@ -298,6 +310,7 @@ def _group_rows(
                 None if m is None else m.sigma_within,
                 None if m is None else m.tau,
                 None if m is None else m.edf,
+                *_slope_change(ctx, m),
                 drift.get(curve),
                 n_cp,
                 0 if m is None else len(_significant(m, d)),
@@ -311,6 +324,9 @@ def _group_rows(
         "sigma_within": pl.Float64,
         "tau_between": pl.Float64,
         "trend_df": pl.Float64,
+        "slope_change_at": ctx.x_dtype,
+        "slope_before": pl.Float64,
+        "slope_after": pl.Float64,
         "drift": pl.Float64,
         "n_change_points": pl.Int64,
         "n_anomalies": pl.Int64,

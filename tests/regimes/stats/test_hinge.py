@@ -1,0 +1,110 @@
+"""A trend may change slope once: the hinge regressor, its partial spline, its knot.
+
+Every curve here is synthetic: latency linear in the budget whose slope grows from one
+budget on, on a geometric grid, with log-normal trials.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import polars as pl
+
+from regimes import RegimesWarning, detect_regimes
+from regimes._stats.smoother import choose_knots, hinge_regressor, smoother_for
+
+BUDGETS = 16 * 2.0 ** np.arange(9)  # 16..4096
+
+
+def hinged_log_latency(knot: int, factor: float, budgets: np.ndarray = BUDGETS) -> np.ndarray:
+    """Log of ``0.05 + 0.002 x``, its slope ``factor`` times steeper from ``budgets[knot]``."""
+    mu = 0.05 + 0.002 * budgets + (factor - 1.0) * 0.002 * np.maximum(0.0, budgets - budgets[knot])
+    return np.log(mu)
+
+
+def test_the_regressor_is_flat_to_its_knot_then_levels_off() -> None:
+    f = hinge_regressor(np.log(BUDGETS), 4)
+    assert np.all(f[:5] == 0.0)
+    assert np.all(np.diff(f[4:]) > 0.0)
+    assert f[-1] < np.log(2.5)
+
+
+def test_the_partial_spline_leaves_nothing_of_its_hinge_or_a_line() -> None:
+    u = np.log(BUDGETS)
+    sm = smoother_for(u, 4)
+    assert sm.hinged.sum() == sm.hinged.size // 2
+    f = hinge_regressor(u, 4)
+    for a in sm.residual[sm.hinged]:
+        np.testing.assert_allclose(a @ f, 0.0, atol=1e-8)
+        np.testing.assert_allclose(a @ (1.0 + 0.3 * u), 0.0, atol=1e-6)
+        np.testing.assert_allclose(a, a.T, atol=1e-12)
+    # the regressor adds at most one degree of freedom, all of one to the stiffest
+    # smoother (a line), less to flexible ones that could already follow part of it
+    extra = sm.edf[sm.hinged] - sm.edf[~sm.hinged]
+    assert np.all((extra > 0.0) & (extra <= 1.0 + 1e-9))
+    assert abs(extra[0] - 1.0) < 0.02
+
+
+def test_the_knot_is_found_where_the_slope_grows() -> None:
+    rng = np.random.default_rng(0)
+    u = np.log(BUDGETS)
+    for knot in (3, 4, 5):
+        levels = hinged_log_latency(knot, 3.5) + rng.normal(0.0, 0.01, (20, BUDGETS.size))
+        found = choose_knots(u, levels)
+        # within a grid step: the intercept makes the rise start a little later
+        assert sum(k is not None and abs(k - knot) <= 1 for k in found) >= 18
+
+
+def test_no_knot_without_a_hinge_nor_where_the_slope_falls() -> None:
+    rng = np.random.default_rng(1)
+    u = np.log(BUDGETS)
+    plain = np.log(0.05 + 0.002 * BUDGETS) + rng.normal(0.0, 0.02, (40, BUDGETS.size))
+    assert sum(k is not None for k in choose_knots(u, plain)) <= 4
+    falling = hinged_log_latency(4, 0.3) + rng.normal(0.0, 0.01, (20, BUDGETS.size))
+    assert all(k is None for k in choose_knots(u, falling))
+
+
+def _trials(log_mu: np.ndarray, seed: int, trials: int = 5, cv: float = 0.03) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    cell = np.repeat(np.arange(BUDGETS.size), trials)
+    latency = np.exp(log_mu[cell] + rng.normal(0.0, cv, cell.size))
+    budget = BUDGETS.astype(np.int64)[cell]
+    frame = pl.DataFrame({"budget": budget, "latency_s": latency})
+    return frame.with_columns(
+        pl.lit(f"synthetic-{seed}").alias("model"),
+        pl.lit(0).alias("session"),
+        pl.Series("trial", np.tile(np.arange(trials), BUDGETS.size)),
+    )
+
+
+def _analyse(frame: pl.DataFrame):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RegimesWarning)
+        return detect_regimes(frame)
+
+
+def test_a_hinge_is_one_slope_change_not_a_regime() -> None:
+    # a slope 3.5x steeper from 256 on is a rise of 2x within one step of this grid:
+    # a stiff trend read it as a step to the end, in every curve; the hinge's fixed shape
+    # (m = 2.5) is not quite this one's, so a curve may still show it at level alpha
+    flagged, hinged = 0, 0
+    for seed in range(20):
+        rep = _analyse(_trials(hinged_log_latency(4, 3.5), seed))
+        significant = rep.change_points.filter(pl.col("significant")).height
+        flagged += rep.anomalies.height > 0 or significant > 0
+        group = rep.groups.row(0, named=True)
+        if group["slope_change_at"] == 256:
+            hinged += 1
+            assert group["slope_after"] > group["slope_before"]
+    assert flagged <= 2
+    assert hinged >= 16
+
+
+def test_a_step_is_not_taken_for_a_hinge() -> None:
+    # a 2x step on a near power law: the hinge cannot rise within one grid step
+    cells = np.arange(BUDGETS.size)
+    step = np.log(0.002 * BUDGETS + 0.005) + np.where(cells >= 5, np.log(2.0), 0.0)
+    for seed in range(5):
+        rep = _analyse(_trials(step, seed))
+        assert rep.anomalies.select("start", "end").rows() == [(512, 4096)]
