@@ -403,26 +403,48 @@ def fit_grid(
     u = curves[0].u
     levels = np.stack([c.level for c in curves])
     knots = choose_knots(u, levels) if curves[0].log_budget else [None] * len(curves)
-    models: list[CurveModel] = []
-    for knot in sorted(set(knots), key=lambda k: -1 if k is None else k):
-        sm = smoother_for(u, knot)
-        o = _Options(
-            direction,
-            float(np.log(min_ratio)),
-            alpha,
-            level,
-            n_boot,
-            selection_threshold(sm.size, penalty),
-        )
-        models += _fit_curves(
-            [c for c, k in zip(curves, knots, strict=True) if k == knot], sm, o, seed
-        )
+    plain = smoother_for(u)
+    o = _Options(
+        direction,
+        float(np.log(min_ratio)),
+        alpha,
+        level,
+        n_boot,
+        selection_threshold(plain.size, penalty),
+    )
+    # what does not depend on a curve's own draws is drawn once per grid, on the
+    # unhinged smoothers: the unit-noise null maxima and the power tables (a hinge is
+    # a shape of the trend; a spike's power depends on the trend's flexibility)
+    gauss = _gaussian_maxima(plain, o, seed)
+    parts = [
+        _fit_curves([c for c, k in zip(curves, knots, strict=True) if k == knot], knot, o, gauss)
+        for knot in sorted(set(knots), key=lambda k: -1 if k is None else k)
+    ]
+    models = [m for part in parts for m in part[0]]
+    sign = -1.0 if o.direction == "down" else 1.0
+    detectable = curve_sensitivities(
+        plain,
+        np.concatenate([part[1] for part in parts]),
+        np.concatenate([part[2] for part in parts]),
+        np.concatenate([part[3] for part in parts]),
+        [own for part in parts for own in part[4]],
+        (sign, o.tau0, o.h),
+        seed,
+    )
+    models = [m._replace(detectable=d) for m, d in zip(models, detectable, strict=True)]
     order = {c.curve: i for i, c in enumerate(curves)}
     return sorted(models, key=lambda m: order[m.curve])
 
 
-def _fit_curves(curves: list[CurveInput], sm: Smoother, o: _Options, seed: int) -> list[CurveModel]:
-    """Fit, test and resample curves that share their smoothers ``sm``."""
+def _fit_curves(
+    curves: list[CurveInput], knot: int | None, o: _Options, gauss: tuple[np.ndarray, np.ndarray]
+) -> tuple[list[CurveModel], np.ndarray, np.ndarray, np.ndarray, list[CurveNoise]]:
+    """Fit, test and resample the curves hinged at ``knot`` (None: unhinged).
+
+    Returns their models (sensitivity not yet drawn) and what it needs: each curve's
+    smoother as the unhinged one of its flexibility, trend, cell noise and noise.
+    """
+    sm = smoother_for(curves[0].u, knot)
     levels = np.stack([c.level for c in curves])
     raw = fit_rows(levels, sm, o.h, KMAX)
     sampling = np.array([_sampling(c) for c in curves])
@@ -431,22 +453,18 @@ def _fit_curves(curves: list[CurveInput], sm: Smoother, o: _Options, seed: int) 
     noise = np.maximum(raw.sigma, difference_scale(sm.u, levels - raw.trend))
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
     nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
-    gauss = _gaussian_maxima(sm, o, seed) if len(rows) < len(curves) else None
     tested_with_noise = [
         _curve_model(c, fit, i, sm, _Noise(noise[i], sampling[i]), nulls.get(i), gauss, o)
         for i, c in enumerate(curves)
     ]
-    owns = [own for _, own in tested_with_noise]
-    sign = -1.0 if o.direction == "down" else 1.0
-    detectable = curve_sensitivities(sm, raw, noise, owns, (sign, o.tau0, o.h), seed)
-    models = [
-        m._replace(detectable=d) for (m, _), d in zip(tested_with_noise, detectable, strict=True)
-    ]
+    models = [m for m, _ in tested_with_noise]
     _add_spread(models, curves, raw, sampling, sm, o)
-    return [
+    models = [
         m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
         for i, (m, c) in enumerate(zip(models, curves, strict=True))
     ]
+    unhinged = np.where(sm.hinged[raw.which], raw.which - int(np.sum(~sm.hinged)), raw.which)
+    return models, unhinged, raw.trend, noise, [own for _, own in tested_with_noise]
 
 
 def _hinge(

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regimes._stats.scan import RowFit, fit_rows
+from regimes._stats.scan import fit_rows
 from regimes._stats.smoother import Smoother
 from regimes.detect._regimes import KMAX, canonical
 
@@ -351,7 +351,8 @@ OWN_DRAWS_CELLS = 12
 
 def curve_sensitivities(
     sm: Smoother,
-    raw: RowFit,
+    which: np.ndarray,
+    trend: np.ndarray,
     noise: np.ndarray,
     owns: list[CurveNoise],
     scan: tuple[float, float, float],
@@ -359,7 +360,8 @@ def curve_sensitivities(
 ) -> list[tuple[float, ...]]:
     r"""Return each curve's detectable ratios, from its power table.
 
-    ``raw``: the curves' fits on ``sm``; ``noise``: their cell noise; ``scan``: the sign
+    ``which``, ``trend``: each curve's smoother in ``sm`` and fitted trend; ``noise``:
+    their cell noise; ``scan``: the sign
     of the direction tested, :math:`\log` ``min_ratio`` and the selection threshold.
 
     A spike can only make a curve's trend more flexible than its own data chose (the
@@ -371,19 +373,19 @@ def curve_sensitivities(
     each adds its trend's misfit to them.
     """
     sign, tau0, h = scan
-    which = raw.which.tolist()
+    chosen = which.tolist()
     if sm.size <= OWN_DRAWS_CELLS:
         return [
             detectable_on_ladder(
-                PowerDesign(sm, w, h, sign, seed, raw.trend[i] / noise[i]),
+                PowerDesign(sm, w, h, sign, seed, trend[i] / noise[i]),
                 ladder(noise[i : i + 1], tau0),
                 [owns[i]],
             )[0]
-            for i, w in enumerate(which)
+            for i, w in enumerate(chosen)
         ]
     out: list[tuple[float, ...]] = [()] * len(owns)
-    for w in sorted(set(which)):
-        members = np.flatnonzero(raw.which == w)
+    for w in sorted(set(chosen)):
+        members = np.flatnonzero(which == w)
         ratios = detectable_on_ladder(
             PowerDesign(sm, w, h, sign, seed),
             ladder(noise[members], tau0),
