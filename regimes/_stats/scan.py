@@ -27,7 +27,9 @@ The fit, each step vectorised over rows:
    level around it;
 3. the flexibility again by cross-validation with those regimes in the model, and the
    regimes selected again with it;
-4. :math:`\hat\delta = (Z^\top A Z)^{-1} Z^\top A \ell` with the sandwich variance
+4. the intervals written by the conventions of :mod:`regimes._stats.intervals` (a step
+   from the curve's normal level; nested pairs that share a boundary side by side), then
+   :math:`\hat\delta = (Z^\top A Z)^{-1} Z^\top A \ell` with the sandwich variance
    :math:`\sigma^2 (Z^\top A Z)^{-1} Z^\top A^2 Z (Z^\top A Z)^{-1}` and
    :math:`\hat\sigma^2 = \lVert e \rVert^2 / \operatorname{tr}(A_Z^2)`, where
    :math:`e = A_Z \ell` is the residual of the joint fit.
@@ -55,21 +57,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
 
 __all__ = [
     "GCV_GAMMA",
-    "MAX_WIDTH",
-    "MIN_OUTSIDE",
     "RowFit",
-    "candidate_intervals",
     "difference_scale",
     "fit_rows",
     "selection_threshold",
 ]
-
-MIN_OUTSIDE = 3
-"""Cells an interval must leave outside it: a trend and its noise need them."""
 
 _TINY = 1e-9
 _ROW_CELLS = 5_000_000
@@ -92,24 +89,6 @@ class RowFit(NamedTuple):
     df: np.ndarray
     which: np.ndarray
     trend: np.ndarray
-
-
-MAX_WIDTH = 64
-"""Widest interval tested that does not run to the end of the grid: on a long grid every
-width would make the scan quadratic in memory; a longer regime is a step to the end, or
-a step with a down-step nested in it."""
-
-
-def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return the intervals ``[start, end]`` of ``t`` cells that may enter the model.
-
-    Every one leaving :data:`MIN_OUTSIDE` cells outside it, up to :data:`MAX_WIDTH` cells
-    wide, and every one running to the end of the grid.
-    """
-    starts, ends = np.triu_indices(t)
-    width = ends - starts + 1
-    keep = (t - width >= MIN_OUTSIDE) & ((width <= MAX_WIDTH) | (ends == t - 1))
-    return starts[keep], ends[keep]
 
 
 def selection_threshold(t: int, penalty: float) -> float:
@@ -517,15 +496,40 @@ def _fit_one(
         which[again] = best
         chosen[again] = picks[best, np.arange(again.size)]
         basis[again] = bases[best, np.arange(again.size)]
+    # the same model written by the conventions: steps first, then the peaks at the
+    # onset or end of another regime side by side with it (their estimates decide)
+    chosen = as_steps(chosen, levels.shape[1])
+    q = None if held is not None else basis
+    fit = _final_by_smoother(levels, grids, which, chosen, q)
+    moved = side_by_side(chosen, fit.delta, levels.shape[1])
+    rows = np.flatnonzero((moved != chosen).any(axis=1))
+    if rows.size:
+        again_fit = _final_by_smoother(
+            levels[rows], grids, which[rows], moved[rows], None if q is None else q[rows]
+        )
+        for field, part in zip(fit, again_fit, strict=True):
+            field[rows] = part
+    return fit
+
+
+def _final_by_smoother(
+    levels: np.ndarray,
+    grids: list[_Grid],
+    which: np.ndarray,
+    chosen: np.ndarray,
+    q: np.ndarray | None,
+) -> RowFit:
+    """Return :func:`_final` of every row on its own smoother, as a :class:`RowFit`."""
+    k_rows, kmax = chosen.shape
     delta, se_unit = np.full((k_rows, kmax), np.nan), np.full((k_rows, kmax), np.nan)
     sigma, df, trend = np.empty(k_rows), np.empty(k_rows), np.empty(levels.shape)
     for w, g in enumerate(grids):
         rows = which == w
         if rows.any():
             delta[rows], se_unit[rows], sigma[rows], df[rows], trend[rows] = _final(
-                levels[rows], g, chosen[rows], None if held is not None else basis[rows]
+                levels[rows], g, chosen[rows], None if q is None else q[rows]
             )
-    return RowFit(chosen, delta, se_unit, sigma, df, which, trend)
+    return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend)
 
 
 def fit_rows(

@@ -4,10 +4,11 @@ For the curves of one grid (the same ``x``), each stage vectorised over curves a
 bootstrap draws (docs/method.md, sections 2-5):
 
 1. fit :math:`\ell = g + Z\delta + e` to the cell levels (:mod:`regimes._stats.scan`);
-2. write each regime touching the first cell, which the model cannot tell from its
-   complement (the trend has a free constant), as that complement, a step to the end
-   (a curve starts at its normal level), unless it covers only the first one or two
-   budgets (:data:`START_CELLS`);
+2. the fit writes each regime touching the first cell, which the model cannot tell
+   from its complement (the trend has a free constant), as that complement, a step to
+   the end (a curve starts at its normal level), unless it covers only the first one or
+   two budgets; and nested regimes that share a boundary as adjacent ones
+   (:mod:`regimes._stats.intervals`);
 3. test each regime in ``direction`` against ``min_ratio`` (TREAT:
    :math:`z = (|\hat\delta| - \log r_0)/\mathrm{se}`), and the boundaries of every
    regime, whatever its direction, as change points with the same statistic;
@@ -28,16 +29,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
+from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
-from regimes._stats.scan import (
-    RowFit,
-    candidate_intervals,
-    difference_scale,
-    fit_rows,
-    selection_threshold,
-)
+from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Smoother, choose_knots, smoother_for
-from regimes.detect._regimes import KMAX, as_step, canonical, spread
+from regimes.detect._regimes import KMAX, canonical, spread
 from regimes.detect._sensitivity import (
     SENSITIVITY_WIDTHS,
     CurveNoise,
@@ -144,24 +140,19 @@ class _Options(NamedTuple):
     h: float
 
 
-def _regimes_of(fit: RowFit, row: int, t: int) -> tuple[list[tuple[int, int, float, float]], float]:
-    """Return the row's regimes as ``(start, end, delta, se)``, and the trend's shift.
-
-    A regime touching the first cell and its complement, a step to the end, are the same
-    model (the trend takes ``delta`` as its constant); which one it is, is
-    :func:`regimes.detect._regimes.as_step`'s to say.
-    """
+def _regimes_of(fit: RowFit, row: int, t: int) -> list[tuple[int, int, float, float]]:
+    """Return the row's regimes as ``(start, end, delta, se)``."""
     starts, ends = candidate_intervals(t)
-    out, shift = [], 0.0
-    for j, c in enumerate(fit.chosen[row]):
-        if c < 0:
-            continue
-        a, b = int(starts[c]), int(ends[c])
-        delta, se = float(fit.delta[row, j]), float(fit.se_unit[row, j] * fit.sigma[row])
-        if a == 0 and as_step(b, t):
-            a, b, shift, delta = b + 1, t - 1, shift + delta, -delta
-        out.append((a, b, delta, se))
-    return out, shift
+    return [
+        (
+            int(starts[c]),
+            int(ends[c]),
+            float(fit.delta[row, j]),
+            float(fit.se_unit[row, j] * fit.sigma[row]),
+        )
+        for j, c in enumerate(fit.chosen[row])
+        if c >= 0
+    ]
 
 
 def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, float]:
@@ -182,13 +173,9 @@ def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarra
     used = fit.chosen >= 0
     se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
     delta = fit.delta
-    starts, ends = candidate_intervals(t)
-    idx = np.maximum(fit.chosen, 0)
-    flip = used & (starts[idx] == 0) & as_step(ends[idx], t)
-    signed = np.where(flip, -delta, delta)
-    tested = used & ((o.direction == "both") | ((signed > 0) == (o.direction == "up")))
-    z = np.where(tested, (np.abs(signed) - o.tau0) / se, -np.inf)
-    z0 = np.where(used, (np.abs(signed) - o.tau0) / se, -np.inf)
+    tested = used & ((o.direction == "both") | ((delta > 0) == (o.direction == "up")))
+    z = np.where(tested, (np.abs(delta) - o.tau0) / se, -np.inf)
+    z0 = np.where(used, (np.abs(delta) - o.tau0) / se, -np.inf)
     return (z.max(axis=1) if k_rows else z), (z0.max(axis=1) if k_rows else z0)
 
 
@@ -559,7 +546,7 @@ def _curve_model(
 ) -> tuple[CurveModel, CurveNoise]:
     """One curve's model, its regimes tested on its null draws; what its sensitivity needs."""
     t = sm.size
-    regimes, shift = _regimes_of(fit, i, t)
+    regimes = _regimes_of(fit, i, t)
     sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
     tested: list[Regime] = []
     if nulls is not None:
@@ -573,7 +560,7 @@ def _curve_model(
     own = CurveNoise(noise.sigma, o.tau0, critical, rho, PRIOR_DF, fit.trend[i])
     model = CurveModel(
         curve=c.curve,
-        trend=fit.trend[i] + shift,
+        trend=fit.trend[i],
         sigma=sigma,
         sigma_within=_within(c),
         df=df,

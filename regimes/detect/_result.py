@@ -33,7 +33,8 @@ class RegimeResult(AnalysisResult):
     anomalies : polars.DataFrame
         Significant regimes only: ``start``, ``end`` (inclusive ``x``), ``peak_x``,
         ``ratio`` (level over the trend of its normal flanks; a regime nested in
-        another is measured against the enclosing one) with ``ratio_low``,
+        another is measured against the enclosing one, unless it is a peak at that
+        one's onset or end: then the two are side by side) with ``ratio_low``,
         ``ratio_high`` (the interval named by ``ratio_interval``: ``bootstrap``, the
         selection re-done in each draw, or ``t``, the regime held fixed), the TREAT
         ``p_value`` against ``min_ratio`` (scan-adjusted),

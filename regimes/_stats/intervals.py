@@ -1,0 +1,137 @@
+r"""The intervals of cells a regime may cover, and how a set of them is written.
+
+A regime is an interval :math:`[s, e]` of a grid's cells; the model holds the indicator
+column of each (:mod:`regimes._stats.scan`). Two sets of intervals whose indicators span
+the same space are one model with two parametrisations: the fit, its residuals and its
+noise are the same, and only what each coefficient is measured against differs. A
+nested interval that shares a boundary with the one around it is such a case:
+
+.. math::
+
+    \operatorname{span}\{1_{[s, f]}, 1_{[s, e]}\}
+    = \operatorname{span}\{1_{[s, e]}, 1_{[e + 1, f]}\},
+    \qquad
+    \operatorname{span}\{1_{[s, f]}, 1_{[m, f]}\}
+    = \operatorname{span}\{1_{[s, m - 1]}, 1_{[m, f]}\}.
+
+Which of the two forward selection ends with depends on the order it found them in
+(a spike at the onset of a step is the step from the spike's onset with the spike on
+top, or the spike with the step after it). So does the other equivalence, of an
+interval from the first cell and its complement, a step to the end, the trend having a
+free constant. Two conventions, stated once here, write every fit:
+
+* **a curve starts at its normal level**: an interval from the first cell is written as
+  its complement, the step from where the curve leaves that level, unless it is over by
+  :data:`START_CELLS` cells and shorter than the rest (:func:`as_step`): then it is an
+  edge, or a spike over the first budgets (:func:`as_steps`);
+* **a peak is its own regime**: a nested regime at the onset or end of the one around
+  it whose level passes both its neighbours' is written beside it, each measured
+  against the trend; one whose level lies between them is a stair of the enclosing
+  regime and stays nested (:func:`side_by_side`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = [
+    "MAX_WIDTH",
+    "MIN_OUTSIDE",
+    "START_CELLS",
+    "as_step",
+    "candidate_intervals",
+    "as_steps",
+    "side_by_side",
+]
+
+MIN_OUTSIDE = 3
+"""Cells an interval must leave outside it: a trend and its noise need them."""
+
+MAX_WIDTH = 64
+"""Widest interval tested that does not run to the end of the grid: on a long grid every
+width would make the scan quadratic in memory; a longer regime is a step to the end, or
+a step with a down-step nested in it."""
+
+
+def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the intervals ``[start, end]`` of ``t`` cells that may enter the model.
+
+    Every one leaving :data:`MIN_OUTSIDE` cells outside it, up to :data:`MAX_WIDTH` cells
+    wide, and every one running to the end of the grid.
+    """
+    starts, ends = np.triu_indices(t)
+    width = ends - starts + 1
+    keep = (t - width >= MIN_OUTSIDE) & ((width <= MAX_WIDTH) | (ends == t - 1))
+    return starts[keep], ends[keep]
+
+
+START_CELLS = 2
+"""Longest regime read at the start of the grid; a longer one is a step to the end."""
+
+
+def as_step(end: np.ndarray | int, t: int) -> np.ndarray | bool:
+    """Whether the regime ``[0, end]`` is read as its complement, a step to the end.
+
+    A curve starts at its normal level, so a departure from the start is a step (up or
+    down) from where the curve leaves it, unless it is over by :data:`START_CELLS` cells
+    and shorter than the rest: then it is an edge, or a spike over the first budgets.
+    """
+    width = np.asarray(end) + 1
+    return (width > START_CELLS) | (t - width < width)
+
+
+@lru_cache(maxsize=8)
+def _index_of(t: int) -> np.ndarray:
+    """Return the candidate index of each ``[start, end]`` ``(t, t)``, -1 if not one."""
+    starts, ends = candidate_intervals(t)
+    index = np.full((t, t), -1)
+    index[starts, ends] = np.arange(starts.size)
+    index.setflags(write=False)
+    return index
+
+
+def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
+    """Write each peak at the onset or end of the regime around it as its neighbour.
+
+    ``chosen``: candidate indices ``(K, kmax)``, -1 where unused; ``delta``: their
+    estimates, a nested regime's against the one around it. A nested regime that shares
+    a boundary with the one around it, and whose level passes both its neighbours' (the
+    enclosing regime's and the level outside it), is a spike of its own: the enclosing
+    regime gives up its cells, and the two are measured side by side. One whose level
+    lies between them is a stair of the enclosing regime and stays nested in it (the
+    published plateau 512..624, lower at its first two budgets, is one regime). Where
+    what is left is not a candidate (wider than :data:`MAX_WIDTH` and short of the grid's
+    end) the pair stays nested. Only the first pass is made: the estimates it read hold
+    for the intervals as they were.
+    """
+    starts, ends = candidate_intervals(t)
+    index = _index_of(t)
+    out = chosen.copy()
+    used = chosen >= 0
+    s, e = starts[np.maximum(chosen, 0)], ends[np.maximum(chosen, 0)]
+    d = np.nan_to_num(delta)
+    for i, j in zip(*np.nonzero(~np.eye(chosen.shape[1], dtype=bool)), strict=True):
+        inner = used[:, i] & used[:, j] & (e[:, i] - s[:, i] < e[:, j] - s[:, j])
+        head = inner & (s[:, i] == s[:, j]) & (e[:, i] < e[:, j])
+        tail = inner & (e[:, i] == e[:, j]) & (s[:, i] > s[:, j])
+        level = d[:, i] + d[:, j]
+        peak = (level > np.maximum(d[:, j], 0.0)) | (level < np.minimum(d[:, j], 0.0))
+        new = index[np.where(head, e[:, i] + 1, s[:, j]), np.where(tail, s[:, i] - 1, e[:, j])]
+        move = (head | tail) & peak & (new >= 0) & (out[:, j] == chosen[:, j])
+        out[move, j] = new[move]
+    return out
+
+
+def as_steps(chosen: np.ndarray, t: int) -> np.ndarray:
+    """Write each interval from the first cell that :func:`as_step` reads as its complement.
+
+    ``chosen``: candidate indices ``(K, kmax)``, -1 where unused. With the trend's free
+    constant the two span the same model; only the sign of the estimate changes.
+    """
+    starts, ends = candidate_intervals(t)
+    idx = np.maximum(chosen, 0)
+    complement = _index_of(t)[np.minimum(ends[idx] + 1, t - 1), t - 1]
+    flip = (chosen >= 0) & (starts[idx] == 0) & as_step(ends[idx], t) & (complement >= 0)
+    return np.where(flip, complement, chosen)

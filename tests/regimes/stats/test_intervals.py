@@ -1,0 +1,94 @@
+"""How a fit's intervals are written: steps from the normal level, peaks side by side."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side
+from regimes._stats.scan import fit_rows, selection_threshold
+from regimes._stats.smoother import smoother_for
+
+T = 30
+
+
+def _index(*pairs: tuple[int, int]) -> np.ndarray:
+    starts, ends = candidate_intervals(T)
+    where = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(starts, ends, strict=True))}
+    return np.array([[where[p] for p in pairs] + [-1] * (4 - len(pairs))])
+
+
+def _pairs(chosen: np.ndarray) -> list[tuple[int, int]]:
+    starts, ends = candidate_intervals(T)
+    return [(int(starts[k]), int(ends[k])) for k in chosen[0] if k >= 0]
+
+
+def test_an_interval_from_the_first_cell_is_written_as_the_step_after_it():
+    assert _pairs(as_steps(_index((0, 9), (0, 1), (12, 14)), T)) == [(10, 29), (0, 1), (12, 14)]
+
+
+@pytest.mark.parametrize(
+    ("pairs", "delta", "expected"),
+    [
+        # a spike at a step's onset, higher than the step: side by side
+        ([(5, 29), (5, 7)], [0.5, 0.6], [(8, 29), (5, 7)]),
+        # the same at a plateau's end, either order
+        ([(14, 18), (5, 18)], [0.7, 0.4], [(14, 18), (5, 13)]),
+        # a stair: the nested level lies between the trend and the plateau
+        ([(5, 20), (5, 7)], [2.4, -0.3], [(5, 20), (5, 7)]),
+        # strictly inside: nested, whatever its level
+        ([(5, 20), (8, 12)], [0.5, 1.0], [(5, 20), (8, 12)]),
+        # a dip at a down-step's onset passes both neighbours too
+        ([(5, 29), (5, 7)], [-0.5, -0.4], [(8, 29), (5, 7)]),
+    ],
+)
+def test_a_peak_at_an_end_of_its_enclosing_regime_is_written_beside_it(pairs, delta, expected):
+    chosen = _index(*pairs)
+    d = np.array([delta + [np.nan] * (4 - len(delta))])
+    assert _pairs(side_by_side(chosen, d, T)) == expected
+
+
+def _spike_then_step(rng: np.random.Generator, rows: int) -> np.ndarray:
+    u = np.log(16.0 * np.arange(1, T + 1))
+    levels = 0.8 * u + rng.normal(0.0, 0.02, size=(rows, T))
+    levels[:, 10:13] += np.log(3.0)
+    levels[:, 13:] += np.log(1.6)
+    return levels
+
+
+def test_a_spike_before_a_step_is_measured_against_the_trend():
+    rng = np.random.default_rng(4)
+    levels = _spike_then_step(rng, 20)
+    sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
+    fit = fit_rows(levels, sm, selection_threshold(T, 2.0), 4)
+    starts, ends = candidate_intervals(T)
+    for row in range(levels.shape[0]):
+        found = {
+            (int(starts[c]), int(ends[c])): float(np.exp(fit.delta[row, j]))
+            for j, c in enumerate(fit.chosen[row])
+            if c >= 0
+        }
+        assert found.get((10, 12)) == pytest.approx(3.0, rel=0.1), found
+        assert found.get((13, 29)) == pytest.approx(1.6, rel=0.1), found
+
+
+def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    from regimes._stats.scan import _final, _grid, _indicators
+
+    sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
+    g = _grid(sm.residual[2], candidate_intervals(T), _indicators(T), False)
+    delta, _, _, _, trend = _final(levels, g, chosen, None)
+    starts, ends = candidate_intervals(T)
+    out = trend.copy()
+    for j, c in enumerate(chosen[0]):
+        if c >= 0:
+            out[:, starts[c] : ends[c] + 1] += delta[:, j, None]
+    return out
+
+
+def test_writing_the_intervals_leaves_the_fit_as_it_was():
+    levels = _spike_then_step(np.random.default_rng(5), 1)
+    nested, beside = _index((10, 29), (10, 12)), _index((13, 29), (10, 12))
+    steps = _index((0, 9), (10, 12))
+    np.testing.assert_allclose(_fitted(levels, nested), _fitted(levels, beside), atol=1e-10)
+    np.testing.assert_allclose(_fitted(levels, steps), _fitted(levels, beside), atol=1e-10)
