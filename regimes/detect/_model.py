@@ -125,10 +125,11 @@ class CurveModel(NamedTuple):
 
 
 class _Noise(NamedTuple):
-    """A curve's cell noise and its trials' sampling variance."""
+    """A curve's cell noise, its trials' sampling variance and its difference scale."""
 
     sigma: float
     sampling: float
+    differences: float
 
 
 class _Options(NamedTuple):
@@ -413,8 +414,7 @@ def fit_grid(
         plain,
         np.concatenate([part[1] for part in parts]),
         np.concatenate([part[2] for part in parts]),
-        np.concatenate([part[3] for part in parts]),
-        [own for part in parts for own in part[4]],
+        [own for part in parts for own in part[3]],
         (sign, o.tau0, o.h),
         seed,
     )
@@ -425,11 +425,11 @@ def fit_grid(
 
 def _fit_curves(
     curves: list[CurveInput], knot: int | None, o: _Options, gauss: tuple[np.ndarray, np.ndarray]
-) -> tuple[list[CurveModel], np.ndarray, np.ndarray, np.ndarray, list[CurveNoise]]:
+) -> tuple[list[CurveModel], np.ndarray, np.ndarray, list[CurveNoise]]:
     """Fit, test and resample the curves hinged at ``knot`` (None: unhinged).
 
     Returns their models (sensitivity not yet drawn) and what it needs: each curve's
-    smoother as the unhinged one of its flexibility, trend, cell noise and noise.
+    smoother as the unhinged one of its flexibility, cell noise and noise.
     """
     sm = smoother_for(curves[0].u, knot)
     levels = np.stack([c.level for c in curves])
@@ -437,11 +437,14 @@ def _fit_curves(
     sampling = np.array([_sampling(c) for c in curves])
     fit = _moderated(raw, sampling)
     # differences of the detrended levels: a bent trend would inflate those of the levels
-    noise = np.maximum(raw.sigma, difference_scale(sm.u, levels - raw.trend))
+    differences = difference_scale(sm.u, levels - raw.trend)
+    noise = np.maximum(raw.sigma, differences)
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
     nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
     tested_with_noise = [
-        _curve_model(c, fit, i, sm, _Noise(noise[i], sampling[i]), nulls.get(i), gauss, o)
+        _curve_model(
+            c, fit, i, sm, _Noise(noise[i], sampling[i], differences[i]), nulls.get(i), gauss, o
+        )
         for i, c in enumerate(curves)
     ]
     models = [m for m, _ in tested_with_noise]
@@ -451,7 +454,7 @@ def _fit_curves(
         for i, (m, c) in enumerate(zip(models, curves, strict=True))
     ]
     unhinged = np.where(sm.hinged[raw.which], raw.which - int(np.sum(~sm.hinged)), raw.which)
-    return models, unhinged, raw.trend, noise, [own for _, own in tested_with_noise]
+    return models, unhinged, noise, [own for _, own in tested_with_noise]
 
 
 def _hinge(
@@ -557,7 +560,9 @@ def _curve_model(
         q = _threshold(_scaled_maxima(gauss, noise.sigma, o), o.alpha)
     critical = max(q, float(stats.t.ppf(1.0 - o.alpha, df)))
     rho = noise.sampling / max(noise.sigma, 1e-12) ** 2
-    own = CurveNoise(noise.sigma, o.tau0, critical, rho, PRIOR_DF, fit.trend[i])
+    own = CurveNoise(
+        noise.sigma, o.tau0, critical, rho, PRIOR_DF, fit.trend[i], c.level, noise.differences
+    )
     model = CurveModel(
         curve=c.curve,
         trend=fit.trend[i],

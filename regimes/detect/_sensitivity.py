@@ -9,7 +9,9 @@ grid, with the model's own fit (docs/method.md, section 6):
   and width :math:`w` is planted at a random interior position of every draw (two
   budgets from either end where the grid has room), for a ladder of heights over the
   same noise, about a flat trend;
-* every draw is fitted as the data are (trend, selection, regimes);
+* every draw is fitted as the data are (trend, selection, regimes); on a grid of up to
+  :data:`OWN_DRAWS_CELLS` cells about the curve's own mean (:func:`own_mean`), from the
+  whole ladder of smoothers;
 * a curve's own trend :math:`g` enters each draw through the fit, which is linear in
   the levels once its choices are made: the part :math:`A g` of the trend its smoother
   leaves adds :math:`z'Ag / z'Az` to the estimate of a regime :math:`z` and
@@ -50,6 +52,7 @@ __all__ = [
     "detectable_on_ladder",
     "detectable_ratios",
     "ladder",
+    "own_mean",
     "power_table",
 ]
 
@@ -104,7 +107,8 @@ class CurveNoise(NamedTuple):
     ``sigma``: cell noise (log scale); ``tau0``: ``log(min_ratio)``; ``critical``: the
     value its statistics are compared with; ``rho``: its trials' sampling variance over
     ``sigma**2`` (the moderation's prior, of weight ``prior_df``); ``trend``: its fitted
-    trend per cell.
+    trend per cell; ``level``: its cell levels; ``differences``: the difference-based
+    scale of its detrended levels (:func:`regimes._stats.scan.difference_scale`).
     """
 
     sigma: float
@@ -113,6 +117,8 @@ class CurveNoise(NamedTuple):
     rho: float
     prior_df: float
     trend: np.ndarray
+    level: np.ndarray
+    differences: float
 
 
 def ladder(sigmas: np.ndarray, tau0: float) -> np.ndarray:
@@ -346,13 +352,36 @@ def detectable_on_ladder(
 
 
 OWN_DRAWS_CELLS = 12
-"""Longest grid whose curves each draw their power about their own trend."""
+"""Longest grid whose curves each draw their power about their own levels."""
+
+
+def own_mean(curve: CurveNoise, residual_df: float) -> tuple[CurveNoise, np.ndarray]:
+    r"""Return a curve's noise and the mean its own draws are made about.
+
+    A short grid's trend leaves part of the curve's shape in its residual :math:`r`
+    (a decode curve bends more sharply than the smoother follows), which inflates the
+    residual scale and decides, with the noise, whether selection offers a spike. So
+    the draws are made about the trend plus the part of :math:`r` that is not noise,
+    shrunk as James and Stein shrink a mean, by
+    :math:`(1 - \nu s^2 / \lVert r \rVert^2)_+` for :math:`\nu` residual degrees of
+    freedom, with cell noise :math:`s` between the trials' own sampling noise and the
+    residual scale: the difference-based scale, which a smooth misfit hardly moves,
+    clipped to that range.
+    """
+    sampling = np.sqrt(curve.rho) * curve.sigma
+    s = float(np.clip(curve.differences, sampling, curve.sigma))
+    s = max(s, 1e-9)
+    r = curve.level - curve.trend
+    r = r - r.mean()
+    shrink = max(0.0, 1.0 - residual_df * s**2 / max(float(r @ r), 1e-300))
+    mean = curve.trend + shrink * r
+    own = curve._replace(sigma=s, rho=curve.rho * (curve.sigma / s) ** 2, trend=mean)
+    return own, mean / s
 
 
 def curve_sensitivities(
     sm: Smoother,
     which: np.ndarray,
-    trend: np.ndarray,
     noise: np.ndarray,
     owns: list[CurveNoise],
     scan: tuple[float, float, float],
@@ -360,30 +389,28 @@ def curve_sensitivities(
 ) -> list[tuple[float, ...]]:
     r"""Return each curve's detectable ratios, from its power table.
 
-    ``which``, ``trend``: each curve's smoother in ``sm`` and fitted trend; ``noise``:
-    their cell noise; ``scan``: the sign
-    of the direction tested, :math:`\log` ``min_ratio`` and the selection threshold.
+    ``which``: each curve's smoother in ``sm``; ``noise``: their cell noise; ``scan``:
+    the sign of the direction tested, :math:`\log` ``min_ratio`` and the selection
+    threshold.
 
-    A spike can only make a curve's trend more flexible than its own data chose (the
-    smoothness bends to take the spike in), never stiffer: a table's draws may choose
-    the curve's flexibility or any more flexible one. On a grid of up to
-    :data:`OWN_DRAWS_CELLS` cells each curve draws about its own trend (cheap there, and
-    there a trend the smoother cannot follow decides whether selection offers a spike
-    at all); on longer ones the curves that chose one flexibility share flat draws and
-    each adds its trend's misfit to them.
+    On a grid of up to :data:`OWN_DRAWS_CELLS` cells each curve draws about its own
+    mean (:func:`own_mean`), and its draws choose the trend's flexibility as the data
+    do, from the whole ladder: there a spike can make selection take a stiffer trend
+    that leaves it unselected, and a trend the smoother cannot follow decides whether
+    selection offers a spike at all. On longer grids the curves that chose one
+    flexibility share flat draws, which may choose that flexibility or a more flexible
+    one (flat draws would always choose the stiffest), and each adds its trend's
+    misfit to them.
     """
     sign, tau0, h = scan
     chosen = which.tolist()
-    if sm.size <= OWN_DRAWS_CELLS:
-        return [
-            detectable_on_ladder(
-                PowerDesign(sm, w, h, sign, seed, trend[i] / noise[i]),
-                ladder(noise[i : i + 1], tau0),
-                [owns[i]],
-            )[0]
-            for i, w in enumerate(chosen)
-        ]
     out: list[tuple[float, ...]] = [()] * len(owns)
+    if sm.size <= OWN_DRAWS_CELLS:
+        for k, (w, curve) in enumerate(zip(chosen, owns, strict=True)):
+            own, offset = own_mean(curve, float(np.sum(sm.residual[w] ** 2)))
+            design = PowerDesign(sm, 0, h, sign, seed, offset)
+            out[k] = detectable_on_ladder(design, ladder(np.array([own.sigma]), tau0), [own])[0]
+        return out
     for w in sorted(set(chosen)):
         members = np.flatnonzero(which == w)
         ratios = detectable_on_ladder(
