@@ -3,11 +3,12 @@
 Per curve, on the log of ``y`` (docs/method.md, section 1):
 
 - **a first-trial effect**: the first trial of every process (by ``order``, else
-  ``trial``) ranked among the trials of its process in its cell; when those ranks are
-  higher than chance allows (a one-sided stratified rank-sum test over the processes,
-  :func:`_rank_sum_p`, at level :data:`FIRST_TRIAL_LEVEL`) and the first trials are at
-  least :data:`FIRST_TRIAL_RATIO` times slower, every first trial of the curve is left
-  out (of processes with :data:`FIRST_TRIAL_KEEP` trials or more in their cell);
+  ``trial``) ranked among the trials of its cell; when those ranks are higher than
+  chance allows (a one-sided rank-sum test stratified by cell, :func:`_rank_sum_p`, at
+  level :data:`FIRST_TRIAL_LEVEL`) and the first trials are at least
+  :data:`FIRST_TRIAL_RATIO` times slower than the rest of their cells, every first
+  trial of the curve is left out (of cells that keep :data:`FIRST_TRIAL_KEEP` trials or
+  more besides them);
 - **drift in the execution order**: the slope of log ``y`` on ``order`` within each
   cell, pooled over the curve (a within estimator: the cells absorb the budget),
   removed where it is significant and seen over a good part of the sweep
@@ -21,6 +22,7 @@ What is left is ``_adj``; the cell level is its median.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -44,8 +46,8 @@ FIRST_TRIAL_RATIO = 1.1
 """ ... when they are also this much slower than the rest (median): a first trial a few
 per cent slower, a warm cache, moves a median by less than the trials' noise."""
 
-FIRST_TRIAL_KEEP = 3
-"""Trials a process needs in a cell for its first to be left out: every one keeps two."""
+FIRST_TRIAL_KEEP = 2
+"""Trials a cell keeps besides its first ones, at least, where those are tested."""
 
 _CELL = ["_curve", "_x"]
 _BLOCK = ["_curve", "_x", "_session"]
@@ -55,7 +57,7 @@ class Adjusted(NamedTuple):
     """Trials with ``_adj`` (adjusted log ``y``), and what was found per curve.
 
     ``first_trials``: ``_curve``, ``n_processes``, ``ratio`` (median first trial over
-    the rest of its process), ``p_value``, ``dropped``, ``n_dropped``; ``drift``:
+    the rest of its cell), ``p_value``, ``dropped``, ``n_dropped``; ``drift``:
     ``_curve``, ``drift`` (the fitted change of ``y`` over the curve's span of
     ``order``, as a ratio).
     """
@@ -68,32 +70,37 @@ class Adjusted(NamedTuple):
 def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Test and drop the first trial of each process, per curve."""
     first = pl.col(key) == pl.col(key).min().over(["_curve", "_session"])
-    enough = pl.len().over(_BLOCK) >= FIRST_TRIAL_KEEP
-    marked = frame.with_columns(
-        (first & enough).alias("_first"),
-        pl.col("_ly").rank("min").over(_BLOCK).alias("_rank"),
-        pl.len().over(_BLOCK).alias("_size"),
+    marked = frame.with_columns(first.alias("_first")).with_columns(
+        pl.len().over(_CELL).alias("_size"),
+        pl.col("_first").sum().over(_CELL).alias("_k"),
+        pl.col("_ly").rank("min").over(_CELL).alias("_rank"),
     )
+    # only where the cell keeps enough trials besides its first ones are they tested
+    enough = pl.col("_size") - pl.col("_k") >= FIRST_TRIAL_KEEP
+    marked = marked.with_columns((pl.col("_first") & enough).alias("_first"))
     rest = (
-        marked.filter(~pl.col("_first")).group_by(_BLOCK).agg(pl.col("_ly").median().alias("_rest"))
+        marked.filter(~pl.col("_first")).group_by(_CELL).agg(pl.col("_ly").median().alias("_rest"))
     )
+    firsts = marked.filter(pl.col("_first")).join(rest, on=_CELL, how="inner")
+    cells = firsts.group_by(_CELL).agg(
+        pl.col("_rank").sum().cast(pl.Int64).alias("_w"),
+        pl.col("_size").first().cast(pl.Int64),
+        pl.len().cast(pl.Int64).alias("_k"),
+    )
+    laws = cells.group_by("_curve").agg(pl.col("_w").sum(), pl.col("_size"), pl.col("_k"))
     diffs = (
-        marked.filter(pl.col("_first"))
-        .join(rest, on=_BLOCK, how="inner")
-        .with_columns((pl.col("_ly") - pl.col("_rest")).alias("_d"))
-        .group_by("_curve")
+        firsts.group_by("_curve")
         .agg(
             pl.len().alias("n_processes"),
-            pl.col("_rank").cast(pl.Int64),
-            pl.col("_size").cast(pl.Int64),
-            pl.col("_d").median().exp().alias("ratio"),
+            (pl.col("_ly") - pl.col("_rest")).median().exp().alias("ratio"),
         )
+        .join(laws, on="_curve", how="left")
         .sort("_curve")
     )
     p = np.array(
         [
-            _rank_sum_p(np.asarray(r), np.asarray(n))
-            for r, n in zip(diffs.get_column("_rank"), diffs.get_column("_size"), strict=True)
+            _rank_sum_p(int(w), np.asarray(n), np.asarray(k))
+            for w, n, k in diffs.select("_w", "_size", "_k").iter_rows()
         ],
         dtype=float,
     )
@@ -101,42 +108,67 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     dropped = (p < FIRST_TRIAL_LEVEL) & (ratio >= FIRST_TRIAL_RATIO)
     table = diffs.with_columns(
         pl.Series("p_value", p, dtype=pl.Float64), pl.Series("dropped", dropped)
-    ).drop("_rank", "_size")
+    ).drop("_w", "_size", "_k")
     gone = table.filter("dropped").get_column("_curve").to_list()
     kept = marked.filter(~(pl.col("_first") & pl.col("_curve").is_in(gone)))
     counts = marked.filter(pl.col("_first")).group_by("_curve").len("n_dropped")
     table = table.join(counts, on="_curve", how="left").with_columns(
         pl.when("dropped").then(pl.col("n_dropped")).otherwise(0).alias("n_dropped")
     )
-    return kept.drop("_first", "_rank", "_size"), table
+    return kept.drop("_first", "_rank", "_size", "_k"), table
 
 
-_EXACT_PROCESSES = 40
-"""Processes up to which the rank-sum p-value is exact; a normal tail beyond."""
+_EXACT_FIRSTS = 40
+"""First trials up to which the rank-sum p-value is exact; a normal tail beyond."""
 
 
-def _rank_sum_p(ranks: np.ndarray, sizes: np.ndarray) -> float:
-    r"""One-sided p-value that the first trials rank high among their processes' trials.
+@lru_cache(maxsize=256)
+def _subset_sum_law(n: int, k: int) -> np.ndarray:
+    """Law of the sum of ``k`` ranks drawn without replacement from ``1..n``.
 
-    Under no first-trial effect the first trial of a process is exchangeable with the
-    other trials of its cell, so its rank :math:`r_s` (1 the fastest of :math:`n_s`) is
-    uniform on :math:`1..n_s`, independently over processes; the statistic is
-    :math:`S = \sum_s r_s` (a stratified rank sum), its law the convolution of those
-    uniforms, exact for up to :data:`_EXACT_PROCESSES` processes and normal (mean
-    :math:`\sum (n_s+1)/2`, variance :math:`\sum (n_s^2-1)/12`, continuity-corrected)
-    beyond. Unlike a sign test over processes, four processes of seven trials, each
-    first trial the slowest of its cell, reach :math:`7^{-4} = 4 \cdot 10^{-4}`.
+    Index ``s`` holds the probability of the sum ``s + k (k + 1) / 2`` (the least sum).
     """
-    observed = int(ranks.sum())
-    if ranks.size > _EXACT_PROCESSES:
-        mean = float(np.sum((sizes + 1) / 2.0))
-        sd = float(np.sqrt(np.sum((sizes.astype(float) ** 2 - 1) / 12.0)))
+    # scipy exposes no law of a rank sum for ties-free strata, so the subsets are
+    # counted: ways[j, s] is the number of j-subsets of the ranks so far summing to s
+    # plus j (j + 1) / 2, built rank by rank
+    top = k * (n - k)
+    ways = np.zeros((k + 1, top + 1))
+    ways[0, 0] = 1.0
+    for rank in range(1, n + 1):
+        for j in range(min(k, rank), 0, -1):
+            shift = rank - j  # the rank's excess over the least it could be as j-th
+            if shift <= top:
+                ways[j, shift:] += ways[j - 1, : top + 1 - shift]
+    law = ways[k]
+    return law / law.sum()
+
+
+def _rank_sum_p(observed: int, sizes: np.ndarray, counts: np.ndarray) -> float:
+    r"""One-sided p-value that the first trials rank high among their cells' trials.
+
+    Under no first-trial effect the :math:`k_c` first trials of cell :math:`c` (one per
+    process that ran there) are exchangeable with its other trials, so their ranks
+    among the cell's :math:`n_c` trials (1 the fastest) are a random :math:`k_c`-subset
+    of :math:`1..n_c`, independently over cells; the statistic is the sum of all their
+    ranks (a stratified Wilcoxon rank sum, van Elteren 1960), its law the convolution
+    of the cells' subset-sum laws, exact for up to :data:`_EXACT_FIRSTS` first trials
+    and normal (mean :math:`\sum k_c (n_c+1)/2`, variance
+    :math:`\sum k_c (n_c-k_c)(n_c+1)/12`, continuity-corrected) beyond. Ranked within
+    the cell, not within its process, five processes of two trials spanning a blocked
+    sweep, whose first trials all fell at its first budget, reach
+    :math:`1/\binom{10}{5} = 0.004`.
+    """
+    sizes, counts = sizes.astype(np.int64), counts.astype(np.int64)
+    if counts.sum() > _EXACT_FIRSTS:
+        n, k = sizes.astype(float), counts.astype(float)
+        mean = float(np.sum(k * (n + 1) / 2.0))
+        sd = float(np.sqrt(np.sum(k * (n - k) * (n + 1) / 12.0)))
         return float(stats.norm.sf((observed - 0.5 - mean) / max(sd, 1e-12)))
     law = np.ones(1)
-    for n in sizes:
-        law = np.convolve(law, np.full(int(n), 1.0 / n))
-    # the law's index k is the sum of ranks minus the number of processes
-    return float(min(1.0, law[max(observed - ranks.size, 0) :].sum()))
+    for n, k in zip(sizes.tolist(), counts.tolist(), strict=True):
+        law = np.convolve(law, _subset_sum_law(n, k))
+    least = int(np.sum(counts * (counts + 1) // 2))
+    return float(min(1.0, law[max(observed - least, 0) :].sum()))
 
 
 DRIFT_Z = 3.0

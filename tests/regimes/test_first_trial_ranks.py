@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import polars as pl
 import pytest
 
-from regimes.detect._trials import _first_trials, _rank_sum_p
+from regimes.detect._trials import _first_trials, _rank_sum_p, _subset_sum_law
 
 
 def test_the_exact_rank_sum_law():
-    # two processes of three trials: the sum of ranks 6 has probability 1/9, 5 or more 3/9
-    assert _rank_sum_p(np.array([3, 3]), np.array([3, 3])) == pytest.approx(1 / 9)
-    assert _rank_sum_p(np.array([3, 2]), np.array([3, 3])) == pytest.approx(3 / 9)
-    assert _rank_sum_p(np.array([1, 1]), np.array([3, 3])) == pytest.approx(1.0)
-    many = np.full(200, 3)
-    assert _rank_sum_p(np.full(200, 2), many) == pytest.approx(0.5, abs=0.03)
+    # two cells of three trials, one first trial each: a rank sum of 6 has probability
+    # 1/9, of 5 or more 3/9
+    one = np.array([1, 1])
+    assert _rank_sum_p(6, np.array([3, 3]), one) == pytest.approx(1 / 9)
+    assert _rank_sum_p(5, np.array([3, 3]), one) == pytest.approx(3 / 9)
+    assert _rank_sum_p(2, np.array([3, 3]), one) == pytest.approx(1.0)
+    # two first trials among four: their rank sums 3, 4, 5, 5, 6, 7 are equally likely
+    assert _rank_sum_p(7, np.array([4]), np.array([2])) == pytest.approx(1 / 6)
+    assert _rank_sum_p(5, np.array([4]), np.array([2])) == pytest.approx(4 / 6)
+    # beyond the exact range, the normal law: half the mass above the mean
+    assert _rank_sum_p(400, np.full(200, 3), np.ones(200)) == pytest.approx(0.5, abs=0.03)
+
+
+def test_the_law_matches_counting_every_subset():
+    law = _subset_sum_law(7, 3)
+    sums = [sum(c) for c in itertools.combinations(range(1, 8), 3)]
+    counted = np.bincount(np.array(sums) - 6, minlength=law.size) / len(sums)
+    assert law == pytest.approx(counted)
 
 
 def _sweep(processes: int, trials: int, first: float, seed: int = 0) -> pl.DataFrame:
@@ -43,3 +57,19 @@ def test_four_processes_with_slow_first_trials_are_enough():
 def test_first_trials_like_the_rest_are_kept():
     kept, table = _first_trials(_sweep(4, 7, 1.0), "order")
     assert not table.row(0, named=True)["dropped"] and kept.height == 4 * 8 * 7
+
+
+def test_two_trial_processes_spanning_a_blocked_sweep_are_tested_in_their_cell():
+    # five processes of two trials: within its process a first trial ranks 2 of 2 at
+    # best; among the ten trials of the first cell the five first ones rank highest
+    kept, table = _first_trials(_sweep(5, 2, 3.0), "order")
+    row = table.row(0, named=True)
+    assert row["dropped"] and row["n_dropped"] == 5
+    assert row["p_value"] == pytest.approx(1 / 252)
+    assert kept.height == 5 * 8 * 2 - 5
+
+
+def test_a_cell_that_would_keep_one_trial_is_not_tested():
+    # one process of two trials per cell: leaving its first trial out keeps one
+    kept, table = _first_trials(_sweep(1, 2, 3.0), "order")
+    assert table.height == 0 and kept.height == 8 * 2
