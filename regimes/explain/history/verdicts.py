@@ -126,8 +126,9 @@ def history_anomalies(report: Any, history: Any) -> pl.DataFrame:
 
     Examples
     --------
-    A synthetic sweep: six fresh processes, one trial per budget each, budgets shuffled,
-    no warm-ups; 4 ms a step, 33 ms a first visit, 0.3 s to start a process.
+    A synthetic sweep: six fresh processes, one trial per budget each, budgets shuffled;
+    4 ms a step, 33 ms a first visit; the first trial of each process pays 0.3 s to start
+    it and is marked as a warm-up.
 
     >>> import numpy as np
     >>> import polars as pl
@@ -141,10 +142,12 @@ def history_anomalies(report: Any, history: Any) -> pl.DataFrame:
     ...     "prompt_tokens": 16, "budget": budgets}))
     >>> trend = 0.02 + 0.004 * pl.col("budget") + 2e-6 * pl.col("budget") ** 2
     >>> cost = 0.033 * pl.col("n_new_lengths") + 0.3 * pl.col("first_in_process")
-    >>> sweep = sweep.with_columns(latency_s=(trend + cost) * rng.lognormal(0, 0.03, 90))
+    >>> sweep = sweep.with_columns(
+    ...     latency_s=(trend + cost) * rng.lognormal(0, 0.03, 90),
+    ...     warmup=pl.col("first_in_process"))
     >>> report = regimes.detect_regimes(sweep)
     >>> history_anomalies(report, sweep).select("start", "end", "history_verdict").rows()
-    [(448, 448, 'history')]
+    [(448, 512, 'history')]
     """
     source = read_report(report, _table_columns(history))
     result = _history_for(report, source, history)
@@ -235,8 +238,9 @@ def history_note(history: Any, report: Any = None) -> str | None:
 
     Examples
     --------
-    A synthetic sweep: six fresh processes, one trial per budget each, budgets shuffled,
-    no warm-ups; 4 ms a step, 33 ms a first visit, 0.3 s to start a process.
+    A synthetic sweep: six fresh processes, one trial per budget each, budgets shuffled;
+    4 ms a step, 33 ms a first visit; the first trial of each process pays 0.3 s to start
+    it and is marked as a warm-up.
 
     >>> import numpy as np
     >>> import polars as pl
@@ -250,11 +254,13 @@ def history_note(history: Any, report: Any = None) -> str | None:
     ...     "prompt_tokens": 16, "budget": budgets}))
     >>> trend = 0.02 + 0.004 * pl.col("budget") + 2e-6 * pl.col("budget") ** 2
     >>> cost = 0.033 * pl.col("n_new_lengths") + 0.3 * pl.col("first_in_process")
-    >>> sweep = sweep.with_columns(latency_s=(trend + cost) * rng.lognormal(0, 0.03, 90))
+    >>> sweep = sweep.with_columns(
+    ...     latency_s=(trend + cost) * rng.lognormal(0, 0.03, 90),
+    ...     warmup=pl.col("first_in_process"))
     >>> report = regimes.detect_regimes(sweep)
     >>> print(history_note(sweep, report))
     Latency depends on process history: model=gpt2 pays 3... ms [...] per KV length met
-    for the first time in its process (...). The anomaly at 448..448 (model=gpt2) is a
+    for the first time in its process (...). The anomaly at 448..512 (model=gpt2) is a
     first-visit cost, not a budget regime: ...
     """
     if not isinstance(history, HistoryResult):
