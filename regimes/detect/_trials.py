@@ -128,7 +128,7 @@ def _subset_sum_law(n: int, k: int) -> np.ndarray:
 
     Index ``s`` holds the probability of the sum ``s + k (k + 1) / 2`` (the least sum).
     """
-    # scipy exposes no law of a rank sum for ties-free strata, so the subsets are
+    # scipy exposes no law of a stratified rank sum, so each stratum's subsets are
     # counted: ways[j, s] is the number of j-subsets of the ranks so far summing to s
     # plus j (j + 1) / 2, built rank by rank
     top = k * (n - k)
@@ -139,8 +139,9 @@ def _subset_sum_law(n: int, k: int) -> np.ndarray:
             shift = rank - j  # the rank's excess over the least it could be as j-th
             if shift <= top:
                 ways[j, shift:] += ways[j - 1, : top + 1 - shift]
-    law = ways[k]
-    return law / law.sum()
+    law = ways[k] / ways[k].sum()
+    law.setflags(write=False)  # cached: shared by every caller
+    return law
 
 
 def _rank_sum_p(observed: int, sizes: np.ndarray, counts: np.ndarray) -> float:
