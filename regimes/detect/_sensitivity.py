@@ -369,8 +369,7 @@ def own_mean(curve: CurveNoise, residual_df: float) -> tuple[CurveNoise, np.ndar
     clipped to that range.
     """
     sampling = np.sqrt(curve.rho) * curve.sigma
-    s = float(np.clip(curve.differences, sampling, curve.sigma))
-    s = max(s, 1e-9)
+    s = max(float(np.clip(curve.differences, sampling, curve.sigma)), 1e-9)
     r = curve.level - curve.trend
     r = r - r.mean()
     shrink = max(0.0, 1.0 - residual_df * s**2 / max(float(r @ r), 1e-300))
@@ -406,8 +405,9 @@ def curve_sensitivities(
     chosen = which.tolist()
     out: list[tuple[float, ...]] = [()] * len(owns)
     if sm.size <= OWN_DRAWS_CELLS:
+        residual_df = np.sum(sm.residual**2, axis=(1, 2))
         for k, (w, curve) in enumerate(zip(chosen, owns, strict=True)):
-            own, offset = own_mean(curve, float(np.sum(sm.residual[w] ** 2)))
+            own, offset = own_mean(curve, float(residual_df[w]))
             design = PowerDesign(sm, 0, h, sign, seed, offset)
             out[k] = detectable_on_ladder(design, ladder(np.array([own.sigma]), tau0), [own])[0]
         return out

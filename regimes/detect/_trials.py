@@ -84,8 +84,7 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     firsts = marked.filter(pl.col("_first")).join(rest, on=_CELL, how="inner")
     cells = firsts.group_by(_CELL).agg(
         pl.col("_rank").sum().cast(pl.Int64).alias("_w"),
-        pl.col("_size").first().cast(pl.Int64),
-        pl.len().cast(pl.Int64).alias("_k"),
+        pl.col("_size", "_k").first().cast(pl.Int64),
     )
     laws = cells.group_by("_curve").agg(pl.col("_w").sum(), pl.col("_size"), pl.col("_k"))
     diffs = (
