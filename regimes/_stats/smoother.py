@@ -210,10 +210,11 @@ KNOT_MARGIN = 2
 """Fewest cells before a hinge's knot, and fewest after it."""
 
 KNOT_PRICE = 3.0
-"""Degrees of freedom a hinge costs, in the knot's choice and in the joint choice of trend
-and regimes: one for its size, two for its place (what selection's default penalty
-charges a change point). At 2, a hinge took in steps: in ``bench/shapes.py`` family
-``drift`` recall of 1.3-3x steps was 0.78 against 0.80 at 3 (0.83 with no hinge)."""
+"""Degrees of freedom a hinge costs in the joint choice of trend and regimes (the knot's
+choice only says where it would be): one for its size, two for its place (what
+selection's default penalty charges a change point). At 2, a hinge took in steps: in
+``bench/shapes.py`` family ``drift`` recall of 1.3-3x steps was 0.78 against 0.80 at 3
+(0.83 with no hinge)."""
 
 
 def _robust_score(levels: np.ndarray, residual: np.ndarray) -> np.ndarray:
@@ -229,16 +230,19 @@ def _robust_score(levels: np.ndarray, residual: np.ndarray) -> np.ndarray:
 
 
 def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[int | None]:
-    r"""Return, per row of ``levels`` ``(K, T)``, the knot of a hinge in its trend, or None.
+    r"""Return, per row of ``levels`` ``(K, T)``, where its trend may hinge, or None.
 
     ``u`` is :math:`\log x`. Every knot with :data:`KNOT_MARGIN` cells on either side is
     tried with the stiffest smoother and the hinge regressor, where the slope grows
-    there (the regressor's coefficient is positive); the best is kept where it
-    beats every smoother without one by the score the joint choice of trend and regimes
-    prices a trend with, :math:`T \log \mathrm{GCV} + \mathrm{edf} \log T`, the hinge
-    paying :data:`KNOT_PRICE` degrees of freedom (its size and its place), robustly (the
-    squared median absolute residual for the mean square, so that a spike does not
-    choose it).
+    there (the regressor's coefficient is positive); the best, by the score the joint
+    choice of trend and regimes prices a trend with, :math:`T \log \mathrm{GCV} +
+    \mathrm{edf} \log T`, robustly (the squared median absolute residual for the mean
+    square, so that a spike does not choose it), is the row's knot; None where the
+    slope grows at no knot. This chooses where a hinge would be, not whether: the
+    joint choice offers the hinged smoothers beside the others, at
+    :data:`KNOT_PRICE` degrees of freedom. Kept only where it beat every smoother
+    without one here, a hinge lost to a flexible trend that the joint choice then
+    passed over for a stiff one and a step (docs/method.md, section 2).
     """
     t = levels.shape[1]
     knots = list(range(KNOT_MARGIN, t - KNOT_MARGIN))
@@ -246,12 +250,11 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[int | None]:
         return [None] * levels.shape[0]
     key = _key(u)
     ladder = _ladder(key)[0]
-    plain = _robust_score(levels, ladder).min(axis=0)
     stiff = np.stack([_hinged(key, k)[0] for k in knots])
-    hinge = _robust_score(levels, stiff) + (KNOT_PRICE - 1.0) * np.log(t)
+    hinge = _robust_score(levels, stiff)
     # a hinge is a slope that grows: one that falls would take in a spike's recovery
     af = np.stack([ladder[0] @ hinge_regressor(np.asarray(key), k) for k in knots])
     hinge[(levels @ af.T).T <= 0.0] = np.inf
     best = hinge.argmin(axis=0)
-    wins = hinge[best, np.arange(levels.shape[0])] < plain
-    return [knots[b] if w else None for b, w in zip(best.tolist(), wins.tolist(), strict=True)]
+    grows = np.isfinite(hinge[best, np.arange(levels.shape[0])])
+    return [knots[b] if g else None for b, g in zip(best.tolist(), grows.tolist(), strict=True)]
