@@ -336,7 +336,7 @@ def _joint(
 
 def _fit_one(
     levels: np.ndarray,
-    grids: list[_Grid],
+    st: _Stack,
     h: float,
     kmax: int,
     held: np.ndarray | None,
@@ -350,9 +350,9 @@ def _fit_one(
     ``curvature`` and ``mixed`` of ``bench/shapes.py``); so is a row whose first
     smoother is hinged, offered the others with their regimes. Elsewhere the joint
     choice would repeat the first. Rows whose smoother is ``held`` only select their
-    regimes.
+    regimes. ``st``: the grid's smoothers.
     """
-    k_rows, st = levels.shape[0], _stack(grids)
+    k_rows, grids = levels.shape[0], st.grids
     which = _choose(levels, grids) if held is None else held.copy()
     chosen = _select_all(levels, grids, which, h, kmax, work)
     # a hinge can take in part of a step and leave nothing to select: a row whose first
@@ -444,6 +444,7 @@ def fit_rows(
     intervals = candidate_intervals(sm.size)
     z = _indicators(sm.size)
     grids = [_grid(a, intervals, z, bool(h)) for a, h in zip(sm.residual, sm.hinged, strict=True)]
+    st = _stack(grids)
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
@@ -451,7 +452,7 @@ def fit_rows(
     parts = [
         _fit_one(
             levels[i : i + chunk],
-            grids,
+            st,
             h,
             kmax,
             None if held is None else held[i : i + chunk],

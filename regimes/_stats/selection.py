@@ -102,12 +102,12 @@ def _best(
     for g, (a, b) in zip(grids, bounds, strict=True):
         if a < b:
             np.matmul(r[a:b], g.indicators, out=gain[a:b])
+            # den is finite (the basis is), so "not above the floor" is "at most it"
             if explained is None:
-                den[a:b] = g.zaz
+                den[a:b], off[a:b] = g.zaz, g.zaz <= g.floor
             else:
                 np.subtract(g.zaz, explained[a:b], out=den[a:b])
-            np.greater(den[a:b], g.floor, out=off[a:b])
-    np.logical_not(off, out=off)
+                np.less_equal(den[a:b], g.floor, out=off[a:b])
     np.square(gain, out=gain)
     # dividing everywhere and overwriting the intervals explained already is faster
     # than a masked division; what those few quotients overflow to is discarded (the
