@@ -111,10 +111,16 @@ def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
     end) the pair stays nested. Only the first pass is made: the estimates it read hold
     for the intervals as they were.
     """
-    starts, ends = candidate_intervals(t)
-    index = _index_of(t)
     out = chosen.copy()
     used = chosen >= 0
+    # a pair needs two regimes: most rows (null draws above all) hold one or none
+    pairs = np.count_nonzero(used, axis=1) >= 2
+    if not pairs.all():
+        if pairs.any():
+            out[pairs] = side_by_side(chosen[pairs], delta[pairs], t)
+        return out
+    starts, ends = candidate_intervals(t)
+    index = _index_of(t)
     s, e = starts[np.maximum(chosen, 0)], ends[np.maximum(chosen, 0)]
     d = np.nan_to_num(delta)
     for i, j in zip(*np.nonzero(~np.eye(chosen.shape[1], dtype=bool)), strict=True):
