@@ -55,16 +55,21 @@ width would make the scan quadratic in memory; a longer regime is a step to the 
 a step with a down-step nested in it."""
 
 
+@lru_cache(maxsize=8)
 def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the intervals ``[start, end]`` of ``t`` cells that may enter the model.
 
     Every one leaving :data:`MIN_OUTSIDE` cells outside it, up to :data:`MAX_WIDTH` cells
-    wide, and every one running to the end of the grid.
+    wide, and every one running to the end of the grid. Cached (read-only): every fit,
+    and every curve's reading of one, asks for its grid's.
     """
     starts, ends = np.triu_indices(t)
     width = ends - starts + 1
     keep = (t - width >= MIN_OUTSIDE) & ((width <= MAX_WIDTH) | (ends == t - 1))
-    return starts[keep], ends[keep]
+    starts, ends = starts[keep], ends[keep]
+    starts.setflags(write=False)
+    ends.setflags(write=False)
+    return starts, ends
 
 
 START_CELLS = 2
@@ -106,10 +111,16 @@ def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
     end) the pair stays nested. Only the first pass is made: the estimates it read hold
     for the intervals as they were.
     """
-    starts, ends = candidate_intervals(t)
-    index = _index_of(t)
     out = chosen.copy()
     used = chosen >= 0
+    # a pair needs two regimes: most rows (null draws above all) hold one or none
+    pairs = np.count_nonzero(used, axis=1) >= 2
+    if not pairs.all():
+        if pairs.any():
+            out[pairs] = side_by_side(chosen[pairs], delta[pairs], t)
+        return out
+    starts, ends = candidate_intervals(t)
+    index = _index_of(t)
     s, e = starts[np.maximum(chosen, 0)], ends[np.maximum(chosen, 0)]
     d = np.nan_to_num(delta)
     for i, j in zip(*np.nonzero(~np.eye(chosen.shape[1], dtype=bool)), strict=True):

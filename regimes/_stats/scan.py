@@ -45,9 +45,10 @@ Schwarz' criterion. *Stat. Probab. Lett.* 6, 181-189. Kim, Y.-J. and Gu, C. (200
 Smoothing spline Gaussian regression: more scalable computation via efficient
 approximation. *J. R. Stat. Soc. B* 66, 337-356.
 
-The selection is written here rather than taken from ``ruptures``: its segmentations
-are piecewise constant around a fixed signal, while this model fits the trend and the
-regimes jointly, and every step runs on all bootstrap draws of a grid at once.
+The selection (:mod:`regimes._stats.selection`) is written here rather than taken from
+``ruptures``: its segmentations are piecewise constant around a fixed signal, while this
+model fits the trend and the regimes jointly, and every step runs on all bootstrap draws
+of a grid at once.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ from typing import NamedTuple
 import numpy as np
 
 from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side
+from regimes._stats.selection import TINY as _TINY
+from regimes._stats.selection import Grid as _Grid
+from regimes._stats.selection import Scratch, scratch, select
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
 
 __all__ = [
@@ -68,7 +72,6 @@ __all__ = [
     "selection_threshold",
 ]
 
-_TINY = 1e-9
 _ROW_CELLS = 5_000_000
 """Rows x cells x intervals per chunk: bounds the memory of the per-interval arrays."""
 
@@ -94,29 +97,6 @@ class RowFit(NamedTuple):
 def selection_threshold(t: int, penalty: float) -> float:
     """Return the standardised reduction an interval must exceed to enter the model."""
     return float(np.sqrt(2.0 * penalty * np.log(max(t, 3))))
-
-
-class _Grid(NamedTuple):
-    """What one smoother of the grid contributes, computed once for every row.
-
-    ``a``: the residual maker; ``a_cols``: prefix sums of its columns, one per row
-    ``(T + 1, T)``, so that ``A z`` of any interval is a difference of two rows;
-    ``zaz``: ``z'Az`` of every candidate interval; ``floor``: the ``z'Az`` left after the
-    basis below which an interval is taken as explained already; ``prefix2``: the 2-D
-    prefix sums of ``A`` (``z_i'Az_j``); ``indicators``: the intervals' indicator
-    columns ``(T, n)``, shared by the smoothers; ``hinged``: whether the smoother holds
-    a hinge (:mod:`regimes._stats.smoother`).
-    """
-
-    a: np.ndarray
-    a_cols: np.ndarray
-    zaz: np.ndarray
-    floor: np.ndarray
-    prefix2: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-    indicators: np.ndarray
-    hinged: bool
 
 
 @lru_cache(maxsize=4)
@@ -152,41 +132,57 @@ def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
     return values @ g.indicators
 
 
-def _a_times(g: _Grid, index: np.ndarray) -> np.ndarray:
-    """Return ``A z`` for the intervals ``index`` ``(K,)``, as rows ``(K, T)``."""
-    return g.a_cols[g.ends[index] + 1] - g.a_cols[g.starts[index]]
+class _Stack(NamedTuple):
+    """The smoothers' arrays of :class:`_Grid`, stacked ``(S, ...)``: each row gathers its own.
+
+    ``a_squared``: the sum of the squares of each smoother's ``A``.
+    """
+
+    grids: list[_Grid]
+    zaz: np.ndarray
+    floor: np.ndarray
+    a_cols: np.ndarray
+    prefix2: np.ndarray
+    a_squared: np.ndarray
 
 
-def _basis(g: _Grid, chosen: np.ndarray) -> np.ndarray:
+def _stack(grids: list[_Grid]) -> _Stack:
+    def stacked(name: str) -> np.ndarray:
+        return np.stack([getattr(g, name) for g in grids])
+
+    squared = np.array([np.sum(g.a**2) for g in grids])
+    return _Stack(
+        grids, stacked("zaz"), stacked("floor"), stacked("a_cols"), stacked("prefix2"), squared
+    )
+
+
+def _basis(st: _Stack, w: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     r"""Orthonormalise the chosen intervals in the metric of ``A`` (Gram-Schmidt).
 
-    Returns ``Q`` ``(K, kmax, T)`` with :math:`A_Z = A - Q^\top Q` (rows of zeros for
-    unused intervals).
+    Row ``k`` on smoother ``w[k]`` of ``st``. Returns ``Q`` ``(K, kmax, T)`` with
+    :math:`A_Z = A - Q^\top Q` (rows of zeros for unused intervals).
     """
     k_rows, kmax = chosen.shape
-    t = g.a.shape[0]
+    t, g = st.a_cols.shape[2], st.grids[0]
     q = np.zeros((k_rows, kmax, t))
     prefix = np.zeros((k_rows, kmax, t + 1))
     rows = np.arange(k_rows)
     for j in range(kmax):
         idx = np.maximum(chosen[:, j], 0)
-        den, vec = g.zaz[idx], _a_times(g, idx)
+        den = st.zaz[w, idx]
+        vec = st.a_cols[w, g.ends[idx] + 1] - st.a_cols[w, g.starts[idx]]
         if j:
             # the first interval has no earlier ones to be made orthogonal to
             zq = prefix[rows, :j, g.ends[idx] + 1] - prefix[rows, :j, g.starts[idx]]
             den = den - np.add.reduce(np.square(zq), axis=1)
             vec -= np.einsum("kj,kjt->kt", zq, q[:, :j])
-        ok = (chosen[:, j] >= 0) & (den > g.floor[idx])
+        ok = (chosen[:, j] >= 0) & (den > st.floor[w, idx])
         # q starts at zero: an unused or explained interval keeps its row of zeros
         np.divide(vec, np.sqrt(np.where(ok, den, 1.0))[:, None], out=q[:, j], where=ok[:, None])
         if j + 1 < kmax:
             # the last interval's sums would serve a next one only
             prefix[:, j, 1:] = np.cumsum(q[:, j], axis=1)
     return q
-
-
-_TIE = 1e-9
-"""Relative difference below which two candidates' gains are a tie."""
 
 
 def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -201,138 +197,6 @@ def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
     w /= np.linalg.norm(w, axis=1, keepdims=True)
     d = w[:, 0] * levels[:, :-2] + w[:, 1] * levels[:, 1:-1] + w[:, 2] * levels[:, 2:]
     return np.maximum(1.4826 * np.median(np.abs(d), axis=1), _TINY)
-
-
-class _Scratch(NamedTuple):
-    """Work arrays of :func:`_select`, ``(K, n)``, allocated once per :func:`fit_rows`.
-
-    Fresh arrays of this size, one set per selection, would each fault in their pages.
-    """
-
-    den: np.ndarray
-    off: np.ndarray
-    gain: np.ndarray
-    explained: np.ndarray
-
-
-def _scratch(k_rows: int, n: int) -> _Scratch:
-    return _Scratch(*(np.empty((k_rows, n), dtype=d) for d in (float, bool, float, float)))
-
-
-def _best(
-    r: np.ndarray, g: _Grid, explained: np.ndarray | None, w: _Scratch
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return each row's best interval, its gain and ``z'A_Z z``, for residual ``r``.
-
-    ``explained``: the sums of squares of the basis's interval sums, ``None`` before the
-    first interval (``z'A_Z z`` is then ``z'Az``). Works in the first ``len(r)`` rows of
-    ``w``: on rows of a few dozen draws each step is dominated by passes over these
-    arrays, so none is allocated afresh.
-    """
-    n = r.shape[0]
-    den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
-    if explained is None:
-        den, off = g.zaz, ~(g.zaz > g.floor)
-    else:
-        np.subtract(g.zaz, explained, out=den)
-        np.greater(den, g.floor, out=off)
-        np.logical_not(off, out=off)
-    np.matmul(r, g.indicators, out=gain)
-    np.square(gain, out=gain)
-    # dividing everywhere and overwriting the intervals explained already is faster
-    # than a masked division; what those few quotients overflow to is discarded (the
-    # caller silences their warnings: one context per step would cost more)
-    np.divide(gain, den, out=gain)
-    np.copyto(gain, -1.0, where=off)
-    # an interval touching the first cell and its complement, a step to the end, fit
-    # the same model (the trend has a free constant): their gains tie exactly, and
-    # which one rounding favours must not decide; the first in candidate order wins.
-    # Only a row whose runner-up is within the tolerance can have a tie before its first
-    # maximum, so only those rows are searched (a row whose best gain is not positive
-    # takes nothing, whichever interval is its best)
-    rows = np.arange(n)
-    best = np.argmax(gain, axis=1)
-    top = gain[rows, best]
-    low = top - _TIE * np.abs(top)
-    gain[rows, best] = -np.inf
-    runner_up = gain.max(axis=1)
-    gain[rows, best] = top
-    near = (runner_up >= low) & (top > 0)
-    if near.any():
-        best[near] = np.argmax(gain[near] >= low[near, None], axis=1)
-    # a row whose best gain is NaN or infinite has no tolerance: nothing ties with it,
-    # and its first interval counts as its best (low holds no -inf, so a NaN sum is a
-    # NaN entry, and a NaN is the one value unequal to itself)
-    total = low.sum()
-    if total != total:
-        lost = np.flatnonzero(np.isnan(low))
-        best[lost], top[lost] = 0, gain[lost, 0]
-    return best, top, den[rows, best] if den.ndim == 2 else den[best]
-
-
-def _select(levels: np.ndarray, g: _Grid, h2: float, kmax: int, work: _Scratch) -> np.ndarray:
-    r"""Greedy forward selection of intervals, cut where BIC is smallest.
-
-    Each step adds the interval that reduces the residual sum of squares most; the
-    number kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (``h2``:
-    the penalty of one interval; :math:`\nu_k` the residual degrees of freedom left,
-    which a short grid runs out of), with at most one interval per three residual
-    degrees of freedom of the trend (at least one). Rows
-    leave the loop once nothing can enter their model. ``work``: at least as many rows
-    as ``levels``.
-    """
-    k_rows, t = levels.shape
-    chosen = np.full((k_rows, kmax), -1)
-    rss = np.full((k_rows, kmax + 1), np.inf)
-    # the live rows' state, compacted (rows leave only when nothing can enter): the
-    # residual, the basis so far, its interval sums, and their running sum of squares
-    live: np.ndarray = np.arange(k_rows)
-    lev, r = levels, levels @ g.a
-    q: np.ndarray = np.zeros((k_rows, kmax, t))
-    sums: list[np.ndarray] = []
-    explained: np.ndarray | None = None
-    rss[:, 0] = np.sum(r**2, axis=1)
-    # each regime needs about three residual degrees of freedom of its own: on a short
-    # grid, more would fit the noise away and leave the scale to nothing
-    steps = min(kmax, max(1, int((np.trace(g.a) - 1.0) // 3)))
-    # what the division in _best overflows to is discarded
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        for step in range(steps):
-            best, top, den = _best(r, g, explained, work)
-            take = top > 0
-            kept = np.count_nonzero(take)
-            if kept == 0:
-                break
-            if kept < take.size:
-                live, lev, r, q = (v[take] for v in (live, lev, r, q))
-                best, den = best[take], den[take]
-                sums = [v[take] for v in sums]
-                explained = None if explained is None else explained[take]
-            rows = np.arange(live.size)
-            chosen[live, step] = best
-            vec = _a_times(g, best)
-            if sums:
-                zq = np.empty((rows.size, step))
-                for j, v in enumerate(sums):
-                    zq[:, j] = v[rows, best]
-                vec -= np.einsum("kj,kjt->kt", zq, q[:, :step])
-            q[:, step] = vec / np.sqrt(den)[:, None]
-            if step + 1 < steps:
-                # the last step's interval sums would serve a next step only
-                sums.append(_sums(q[:, step], g))
-                if explained is None:
-                    explained = np.square(sums[-1], out=work.explained[: rows.size])
-                else:
-                    explained += np.square(sums[-1], out=work.gain[: rows.size])
-            # np.add.reduce is what np.sum runs, without its wrappers' cost per call
-            r -= q[:, step] * np.add.reduce(q[:, step] * lev, axis=1, keepdims=True)
-            rss[live, step + 1] = np.add.reduce(np.square(r), axis=1)
-    k = np.arange(kmax + 1)[None, :]
-    spare = np.maximum(np.trace(g.a) - k, 1.0)
-    bic = t * np.log(np.maximum(rss / spare, _TINY * _TINY)) + h2 * k
-    keep = np.argmin(bic, axis=1)
-    chosen[np.arange(kmax)[None, :] >= keep[:, None]] = -1
-    return chosen
 
 
 def _median(x: np.ndarray) -> np.ndarray:
@@ -378,31 +242,48 @@ def _final(
 
     ``q``: its basis (:func:`_basis`), where the joint choice built it already.
     """
+    zero = np.zeros(levels.shape[0], dtype=np.int64)
+    return _final_rows(levels, _stack([g]), zero, chosen, q)
+
+
+def _final_rows(
+    levels: np.ndarray, st: _Stack, w: np.ndarray, chosen: np.ndarray, q: np.ndarray | None
+) -> tuple[np.ndarray, ...]:
+    """:func:`_final` of every row on its smoother ``w``, rows ordered by smoother.
+
+    The matrix products are made per smoother, on that smoother's rows (how BLAS rounds a
+    product depends on its shape); everything else once over all rows.
+    """
     k_rows, kmax = chosen.shape
     idx = np.maximum(chosen, 0)
     used = chosen >= 0
-    s, e1 = g.starts[idx], g.ends[idx] + 1
-    p = g.prefix2
+    s, e1 = st.grids[0].starts[idx], st.grids[0].ends[idx] + 1
+    p, ws = st.prefix2, w[:, None, None]
     m = (
-        p[e1[:, :, None], e1[:, None, :]]
-        - p[s[:, :, None], e1[:, None, :]]
-        - p[e1[:, :, None], s[:, None, :]]
-        + p[s[:, :, None], s[:, None, :]]
+        p[ws, e1[:, :, None], e1[:, None, :]]
+        - p[ws, s[:, :, None], e1[:, None, :]]
+        - p[ws, e1[:, :, None], s[:, None, :]]
+        + p[ws, s[:, :, None], s[:, None, :]]
     )
     pair = used[:, :, None] & used[:, None, :]
     m = np.where(pair, m, 0.0) + np.where(~used, 1.0, 0.0)[:, :, None] * np.eye(kmax)
     m_inv = np.linalg.pinv(m, hermitian=True)
-    r0 = levels @ g.a
-    zar = np.where(used, np.take_along_axis(_sums(r0, g), idx, axis=1), 0.0)
+    q = _basis(st, w, chosen) if q is None else q
+    r0, zar, qa = np.empty(levels.shape), np.empty(chosen.shape), np.empty(q.shape)
+    edges = np.searchsorted(w, np.arange(len(st.grids) + 1)).tolist()
+    for g, a, b in zip(st.grids, edges[:-1], edges[1:], strict=True):
+        if a < b:
+            np.matmul(levels[a:b], g.a, out=r0[a:b])
+            zar[a:b] = np.take_along_axis(_sums(r0[a:b], g), idx[a:b], axis=1)
+            np.matmul(q[a:b], g.a, out=qa[a:b])
+    zar = np.where(used, zar, 0.0)
     delta = np.einsum("kab,kb->ka", m_inv, zar)
-    az = (g.a_cols[e1] - g.a_cols[s]) * used[:, :, None]
+    az = (st.a_cols[w[:, None], e1] - st.a_cols[w[:, None], s]) * used[:, :, None]
     cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv
     se_unit = np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
-    q = _basis(g, chosen) if q is None else q
     e = r0 - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
-    qa = q @ g.a
     df = (
-        np.sum(g.a**2)
+        st.a_squared[w]
         - 2.0 * np.einsum("kjt,kjt->k", qa, q)
         + np.sum((q @ np.swapaxes(q, 1, 2)) ** 2, axis=(1, 2))
     )
@@ -422,13 +303,14 @@ def _choose(levels: np.ndarray, grids: list[_Grid]) -> np.ndarray:
 
 
 def _select_all(
-    levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int, work: _Scratch
+    levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int, work: Scratch
 ) -> np.ndarray:
     chosen = np.full((levels.shape[0], kmax), -1)
-    for w, g in enumerate(grids):
-        rows = which == w
-        if rows.any():
-            chosen[rows] = _select(levels[rows], g, h * h, kmax, work)
+    sets = [(w, which == w) for w in range(len(grids))]
+    sets = [(w, rows) for w, rows in sets if rows.any()]
+    picked = select([(levels[rows], grids[w]) for w, rows in sets], h * h, kmax, work)
+    for (_, rows), part in zip(sets, picked, strict=True):
+        chosen[rows] = part
     return chosen
 
 
@@ -454,11 +336,11 @@ def _joint(
 
 def _fit_one(
     levels: np.ndarray,
-    grids: list[_Grid],
+    st: _Stack,
     h: float,
     kmax: int,
     held: np.ndarray | None,
-    work: _Scratch,
+    work: Scratch,
 ) -> RowFit:
     """Fit every row: smoother by GCV, selection; where it selected, trend and regimes jointly.
 
@@ -468,9 +350,9 @@ def _fit_one(
     ``curvature`` and ``mixed`` of ``bench/shapes.py``); so is a row whose first
     smoother is hinged, offered the others with their regimes. Elsewhere the joint
     choice would repeat the first. Rows whose smoother is ``held`` only select their
-    regimes.
+    regimes. ``st``: the grid's smoothers.
     """
-    k_rows = levels.shape[0]
+    k_rows, grids = levels.shape[0], st.grids
     which = _choose(levels, grids) if held is None else held.copy()
     chosen = _select_all(levels, grids, which, h, kmax, work)
     # a hinge can take in part of a step and leave nothing to select: a row whose first
@@ -481,14 +363,16 @@ def _fit_one(
     if again.size:
         sub, first = levels[again], which[again]
         picks = np.repeat(chosen[again][None], len(grids), axis=0)
-        for w, g in enumerate(grids):
-            # a row's own first smoother has made its selection already
-            other = first != w
-            if other.any():
-                picks[w, other] = _select(sub[other], g, h * h, kmax, work)
+        # a row's own first smoother has made its selection already
+        others = [(w, first != w) for w in range(len(grids))]
+        others = [(w, other) for w, other in others if other.any()]
+        picked = select([(sub[other], grids[w]) for w, other in others], h * h, kmax, work)
+        for (w, other), part in zip(others, picked, strict=True):
+            picks[w, other] = part
         # each row's basis is its own (no sum runs across rows): the winner's serves the
         # final fit, and the rows without a regime have an empty one
-        bases = np.stack([_basis(g, c) for g, c in zip(grids, picks, strict=True)])
+        smoother = np.repeat(np.arange(len(grids)), again.size)
+        bases = _basis(st, smoother, picks.reshape(-1, kmax)).reshape((*picks.shape, -1))
         scores = np.stack(
             [_joint(sub, g, c, b, h * h) for g, c, b in zip(grids, picks, bases, strict=True)]
         )
@@ -500,12 +384,12 @@ def _fit_one(
     # onset or end of another regime side by side with it (their estimates decide)
     chosen = as_steps(chosen, levels.shape[1])
     q = None if held is not None else basis
-    fit = _final_by_smoother(levels, grids, which, chosen, q)
+    fit = _final_by_smoother(levels, st, which, chosen, q)
     moved = side_by_side(chosen, fit.delta, levels.shape[1])
     rows = np.flatnonzero((moved != chosen).any(axis=1))
     if rows.size:
         again_fit = _final_by_smoother(
-            levels[rows], grids, which[rows], moved[rows], None if q is None else q[rows]
+            levels[rows], st, which[rows], moved[rows], None if q is None else q[rows]
         )
         for field, part in zip(fit, again_fit, strict=True):
             field[rows] = part
@@ -514,21 +398,23 @@ def _fit_one(
 
 def _final_by_smoother(
     levels: np.ndarray,
-    grids: list[_Grid],
+    st: _Stack,
     which: np.ndarray,
     chosen: np.ndarray,
     q: np.ndarray | None,
 ) -> RowFit:
     """Return :func:`_final` of every row on its own smoother, as a :class:`RowFit`."""
-    k_rows, kmax = chosen.shape
-    delta, se_unit = np.full((k_rows, kmax), np.nan), np.full((k_rows, kmax), np.nan)
-    sigma, df, trend = np.empty(k_rows), np.empty(k_rows), np.empty(levels.shape)
-    for w, g in enumerate(grids):
-        rows = which == w
-        if rows.any():
-            delta[rows], se_unit[rows], sigma[rows], df[rows], trend[rows] = _final(
-                levels[rows], g, chosen[rows], None if q is None else q[rows]
-            )
+    # stable: each smoother's rows keep their order, as in a product over them alone
+    order = np.argsort(which, kind="stable")
+    parts = _final_rows(
+        levels[order], st, which[order], chosen[order], None if q is None else q[order]
+    )
+    fields = []
+    for part in parts:
+        field = np.empty_like(part)
+        field[order] = part
+        fields.append(field)
+    delta, se_unit, sigma, df, trend = fields
     return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend)
 
 
@@ -558,14 +444,15 @@ def fit_rows(
     intervals = candidate_intervals(sm.size)
     z = _indicators(sm.size)
     grids = [_grid(a, intervals, z, bool(h)) for a, h in zip(sm.residual, sm.hinged, strict=True)]
+    st = _stack(grids)
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
-    work = _scratch(min(chunk, levels.shape[0]), intervals[0].size)
+    work = scratch(min(chunk, levels.shape[0]), intervals[0].size, kmax)
     parts = [
         _fit_one(
             levels[i : i + chunk],
-            grids,
+            st,
             h,
             kmax,
             None if held is None else held[i : i + chunk],

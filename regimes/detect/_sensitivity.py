@@ -206,26 +206,44 @@ def power_table(
     return PowerTable(heights, delta, se, start, end, which, sigma, df, valid, sign, about)
 
 
-def _misfit(table: PowerTable, sm: Smoother, trend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _geometry(table: PowerTable, sm: Smoother) -> tuple[np.ndarray, ...]:
+    """Return the smoother, bounds and :math:`z'Az` of every regime of a table.
+
+    From prefix sums of :math:`A`. :func:`_misfit` reads them for every curve a table
+    serves, and they do not depend on the curve: computed once per table.
+    """
+    p2 = np.zeros((sm.residual.shape[0], sm.size + 1, sm.size + 1))
+    p2[:, 1:, 1:] = sm.residual.cumsum(axis=1).cumsum(axis=2)
+    w = np.broadcast_to(table.which[..., None], table.start.shape)
+    a, b = table.start, table.end + 1
+    zaz = p2[w, b, b] - p2[w, a, b] - p2[w, b, a] + p2[w, a, a]
+    return w, a, b, np.maximum(zaz, 1e-12)
+
+
+def _misfit(
+    table: PowerTable, sm: Smoother, trend: np.ndarray, geometry: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Return the trend's part in every draw: each regime's bias and the residual's.
 
     Bias ``(W, L, D, K)`` and residual sum of squares ``(W, L, D)``.
 
     For smoother :math:`A` and regime :math:`z`: :math:`z'Ag / z'Az` and
-    :math:`\lVert Ag \rVert^2`, from prefix sums of :math:`Ag` and of :math:`A`.
+    :math:`\lVert Ag \rVert^2`, from prefix sums of :math:`Ag`; ``geometry``: the
+    table's :func:`_geometry`.
     """
+    w, a, b, zaz = geometry
     ag = np.einsum("wij,j->wi", sm.residual, trend)  # (S, T)
     pre = np.concatenate([np.zeros((ag.shape[0], 1)), np.cumsum(ag, axis=1)], axis=1)
-    p2 = np.zeros((sm.residual.shape[0], sm.size + 1, sm.size + 1))
-    p2[:, 1:, 1:] = sm.residual.cumsum(axis=1).cumsum(axis=2)
-    w = np.broadcast_to(table.which[..., None], table.start.shape)
-    a, b = table.start, table.end + 1
     zag = pre[w, b] - pre[w, a]
-    zaz = p2[w, b, b] - p2[w, a, b] - p2[w, b, a] + p2[w, a, a]
-    return zag / np.maximum(zaz, 1e-12), np.sum(ag**2, axis=1)[table.which]
+    return zag / zaz, np.sum(ag**2, axis=1)[table.which]
 
 
-def detectable_ratios(table: PowerTable, sm: Smoother, curve: CurveNoise) -> tuple[float, ...]:
+def detectable_ratios(
+    table: PowerTable,
+    sm: Smoother,
+    curve: CurveNoise,
+    geometry: tuple[np.ndarray, ...] | None = None,
+) -> tuple[float, ...]:
     """Return one curve's detectable ratio per width in :data:`SENSITIVITY_WIDTHS`.
 
     Parameters
@@ -236,6 +254,8 @@ def detectable_ratios(table: PowerTable, sm: Smoother, curve: CurveNoise) -> tup
         The grid's smoothers.
     curve : CurveNoise
         Its noise, test and trend.
+    geometry : tuple of numpy.ndarray, optional
+        The table's :func:`_geometry`, where the caller serves several curves from it.
 
     Returns
     -------
@@ -245,7 +265,8 @@ def detectable_ratios(table: PowerTable, sm: Smoother, curve: CurveNoise) -> tup
     """
     sigma = max(curve.sigma, 1e-9)
     trend = np.zeros(sm.size) if table.about_trend else curve.trend
-    bias, rss = _misfit(table, sm, trend)
+    geometry = _geometry(table, sm) if geometry is None else geometry
+    bias, rss = _misfit(table, sm, trend, geometry)
     var = table.sigma**2 + rss / (sigma**2 * np.maximum(table.df, 1.0))
     m = np.sqrt((curve.prior_df * curve.rho + table.df * var) / (curve.prior_df + table.df))
     with np.errstate(invalid="ignore"):
@@ -341,13 +362,15 @@ def detectable_on_ladder(
     top = max(c.tau0 / max(c.sigma, 1e-9) for c in curves) + _MARGIN
     first = min(heights.size, int(np.searchsorted(heights, top, side="right")) + 1)
     table = power_table(d.sm, d.least, d.h, d.sign, heights[:first], d.seed, d.offset)
-    ratios = [detectable_ratios(table, d.sm, c) for c in curves]
+    geometry = _geometry(table, d.sm)
+    ratios = [detectable_ratios(table, d.sm, c, geometry) for c in curves]
     if first < heights.size and not all(
         _settled(r, table, c) for r, c in zip(ratios, curves, strict=True)
     ):
         rest = power_table(d.sm, d.least, d.h, d.sign, heights[first:], d.seed, d.offset)
         table = _joined(table, rest)
-        ratios = [detectable_ratios(table, d.sm, c) for c in curves]
+        geometry = _geometry(table, d.sm)
+        ratios = [detectable_ratios(table, d.sm, c, geometry) for c in curves]
     return ratios
 
 

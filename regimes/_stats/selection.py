@@ -1,0 +1,302 @@
+r"""Greedy forward selection of intervals, for many sets of rows on their own smoothers.
+
+Each step adds to every row the interval :math:`z` that reduces its residual sum of
+squares most, :math:`(z^\top A_Z r)^2 / z^\top A_Z z`, and the number of steps kept
+minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (the maths:
+:mod:`regimes._stats.scan`).
+
+A fit offers a row to several smoothers (each its own first choice, then every other
+where the first selected a regime), so selection runs on several sets of rows at once,
+each with its own smoother, in lockstep: each matrix product is made per set, on the
+same rows as a set on its own would make it (how BLAS rounds a product depends on its
+shape, and the answers must not), and everything else once over all the sets' rows.
+Selection over a few dozen rows is dominated by the cost of each array operation, not
+by its size: fitted one set at a time, a grid of eight smoothers paid it eight times.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Grid", "Scratch", "scratch", "select"]
+
+TINY = 1e-9
+"""Relative size below which a quantity is taken as zero."""
+
+_TIE = 1e-9
+"""Relative difference below which two candidates' gains are a tie."""
+
+
+class Grid(NamedTuple):
+    """What one smoother of the grid contributes, computed once for every row.
+
+    ``a``: the residual maker; ``a_cols``: prefix sums of its columns, one per row
+    ``(T + 1, T)``, so that ``A z`` of any interval is a difference of two rows;
+    ``zaz``: ``z'Az`` of every candidate interval; ``floor``: the ``z'Az`` left after the
+    basis below which an interval is taken as explained already; ``prefix2``: the 2-D
+    prefix sums of ``A`` (``z_i'Az_j``); ``indicators``: the intervals' indicator
+    columns ``(T, n)``, shared by the smoothers; ``hinged``: whether the smoother holds
+    a hinge (:mod:`regimes._stats.smoother`).
+    """
+
+    a: np.ndarray
+    a_cols: np.ndarray
+    zaz: np.ndarray
+    floor: np.ndarray
+    prefix2: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    indicators: np.ndarray
+    hinged: bool
+
+
+class Scratch(NamedTuple):
+    """Work arrays of :func:`select`, ``(K, n)``, allocated once per fit.
+
+    Fresh arrays of this size, one set per selection, would each fault in their pages.
+    ``sums``: the basis's interval sums, one ``(K, n)`` per step but the last.
+    """
+
+    den: np.ndarray
+    off: np.ndarray
+    gain: np.ndarray
+    explained: np.ndarray
+    sums: np.ndarray
+
+
+def scratch(k_rows: int, n: int, kmax: int) -> Scratch:
+    """Return work arrays for selections of up to ``k_rows`` rows among ``n`` intervals."""
+    return Scratch(
+        np.empty((k_rows, n)),
+        np.empty((k_rows, n), dtype=bool),
+        np.empty((k_rows, n)),
+        np.empty((k_rows, n)),
+        np.empty((max(kmax - 1, 0), k_rows, n)),
+    )
+
+
+def _bounds(group: np.ndarray, count: int) -> list[tuple[int, int]]:
+    """Return each set's rows ``[a, b)``: the live rows stay ordered by set."""
+    edges = np.searchsorted(group, np.arange(count + 1)).tolist()
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _best(
+    r: np.ndarray,
+    grids: list[Grid],
+    bounds: list[tuple[int, int]],
+    explained: np.ndarray | None,
+    w: Scratch,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return each row's best interval, its gain and ``z'A_Z z``, for residual ``r``.
+
+    ``explained``: the sums of squares of the basis's interval sums, ``None`` before the
+    first interval (``z'A_Z z`` is then ``z'Az``). Works in the first ``len(r)`` rows of
+    ``w``: on rows of a few dozen draws each step is dominated by passes over these
+    arrays, so none is allocated afresh.
+    """
+    n = r.shape[0]
+    den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
+    for g, (a, b) in zip(grids, bounds, strict=True):
+        if a < b:
+            np.matmul(r[a:b], g.indicators, out=gain[a:b])
+            # den is finite (the basis is), so "not above the floor" is "at most it"
+            if explained is None:
+                den[a:b], off[a:b] = g.zaz, g.zaz <= g.floor
+            else:
+                np.subtract(g.zaz, explained[a:b], out=den[a:b])
+                np.less_equal(den[a:b], g.floor, out=off[a:b])
+    np.square(gain, out=gain)
+    # dividing everywhere and overwriting the intervals explained already is faster
+    # than a masked division; what those few quotients overflow to is discarded (the
+    # caller silences their warnings: one context per step would cost more)
+    np.divide(gain, den, out=gain)
+    np.copyto(gain, -1.0, where=off)
+    # an interval touching the first cell and its complement, a step to the end, fit
+    # the same model (the trend has a free constant): their gains tie exactly, and
+    # which one rounding favours must not decide; the first in candidate order wins.
+    # Only a row whose runner-up is within the tolerance can have a tie before its first
+    # maximum, so only those rows are searched (a row whose best gain is not positive
+    # takes nothing, whichever interval is its best)
+    rows = np.arange(n)
+    best = np.argmax(gain, axis=1)
+    top = gain[rows, best]
+    low = top - _TIE * np.abs(top)
+    gain[rows, best] = -np.inf
+    runner_up = gain.max(axis=1)
+    gain[rows, best] = top
+    near = (runner_up >= low) & (top > 0)
+    if near.any():
+        best[near] = np.argmax(gain[near] >= low[near, None], axis=1)
+    # a row whose best gain is NaN or infinite has no tolerance: nothing ties with it,
+    # and its first interval counts as its best (low holds no -inf, so a NaN sum is a
+    # NaN entry, and a NaN is the one value unequal to itself)
+    total = low.sum()
+    if total != total:
+        lost = np.flatnonzero(np.isnan(low))
+        best[lost], top[lost] = 0, gain[lost, 0]
+    return best, top, den[rows, best]
+
+
+class _State(NamedTuple):
+    """The live rows of a selection, compacted as rows leave (ordered by set).
+
+    ``live``: their index among all rows; ``group``: their set; ``lev``, ``r``: levels
+    and residual; ``q``: the basis so far; ``sums``: its interval sums; ``explained``:
+    their running sum of squares.
+    """
+
+    live: np.ndarray
+    group: np.ndarray
+    lev: np.ndarray
+    r: np.ndarray
+    q: np.ndarray
+    sums: list[np.ndarray]
+    explained: np.ndarray | None
+
+
+def _keep(s: _State, rows: np.ndarray) -> _State:
+    """Return the state of the rows ``rows`` (a mask) only."""
+    live, group, lev, r, q = (v[rows] for v in (s.live, s.group, s.lev, s.r, s.q))
+    explained = None if s.explained is None else s.explained[rows]
+    return _State(live, group, lev, r, q, [v[rows] for v in s.sums], explained)
+
+
+def _start(parts: list[tuple[np.ndarray, Grid]], kmax: int) -> _State:
+    """Return the state before the first step: every row live, its residual ``A l``."""
+    sizes = [lev.shape[0] for lev, _ in parts]
+    lev = np.concatenate([lev for lev, _ in parts])
+    r = np.empty(lev.shape)
+    first = 0
+    for (part, g), size in zip(parts, sizes, strict=True):
+        np.matmul(part, g.a, out=r[first : first + size])
+        first += size
+    group = np.repeat(np.arange(len(parts)), sizes)
+    q = np.zeros((lev.shape[0], kmax, lev.shape[1]))
+    return _State(np.arange(lev.shape[0]), group, lev, r, q, [], None)
+
+
+class _Step(NamedTuple):
+    """What every step of one selection reads: its smoothers and the steps each allows.
+
+    ``a_cols``: the smoothers' :attr:`Grid.a_cols`, stacked ``(S, T + 1, T)``.
+    """
+
+    grids: list[Grid]
+    a_cols: np.ndarray
+    steps: np.ndarray
+    work: Scratch
+
+
+def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -> _State:
+    """Add each live row's best interval to its model; return the rows that go on."""
+    best, top, den = _best(s.r, c.grids, _bounds(s.group, len(c.grids)), s.explained, c.work)
+    take = top > 0
+    if not take.all():
+        s, best, den = _keep(s, take), best[take], den[take]
+    chosen[s.live, step] = best
+    g = c.grids[0]
+    vec = c.a_cols[s.group, g.ends[best] + 1] - c.a_cols[s.group, g.starts[best]]
+    if s.sums:
+        zq = np.empty((best.size, step))
+        for j, v in enumerate(s.sums):
+            zq[:, j] = v[np.arange(best.size), best]
+        vec -= np.einsum("kj,kjt->kt", zq, s.q[:, :step])
+    np.divide(vec, np.sqrt(den)[:, None], out=vec)
+    s.q[:, step] = vec
+    # np.add.reduce is what np.sum runs, without its wrappers' cost per call
+    np.subtract(s.r, vec * np.add.reduce(vec * s.lev, axis=1, keepdims=True), out=s.r)
+    rss[s.live, step + 1] = np.add.reduce(np.square(s.r), axis=1)
+    # a set's last step: its interval sums would serve a next step only
+    go_on = c.steps[s.group] > step + 1
+    if not go_on.all():
+        s, vec = _keep(s, go_on), vec[go_on]
+    m, w = s.live.size, c.work
+    if m == 0:
+        return s
+    for g, (a, b) in zip(c.grids, _bounds(s.group, len(c.grids)), strict=True):
+        if a < b:
+            np.matmul(vec[a:b], g.indicators, out=w.sums[step, a:b])
+    sums = w.sums[step, :m]
+    if s.explained is None:
+        explained = np.square(sums, out=w.explained[:m])
+    else:
+        explained = s.explained
+        explained += np.square(sums, out=w.gain[:m])
+    return s._replace(sums=[*s.sums, sums], explained=explained)
+
+
+def _select_together(
+    parts: list[tuple[np.ndarray, Grid]], h2: float, kmax: int, work: Scratch
+) -> np.ndarray:
+    """Select on every part at once; return the chosen intervals of all their rows."""
+    s = _start(parts, kmax)
+    grids = [g for _, g in parts]
+    k_rows, t = s.lev.shape
+    chosen = np.full((k_rows, kmax), -1)
+    rss = np.full((k_rows, kmax + 1), np.inf)
+    rss[:, 0] = np.sum(s.r**2, axis=1)
+    trace = np.array([np.trace(g.a) for g in grids])
+    # each regime needs about three residual degrees of freedom of its own: on a short
+    # grid, more would fit the noise away and leave the scale to nothing
+    steps = np.array([min(kmax, max(1, int((v - 1.0) // 3))) for v in trace])
+    c = _Step(grids, np.stack([g.a_cols for g in grids]), steps, work)
+    group = s.group
+    # what the division in _best overflows to is discarded
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        for step in range(int(steps.max())):
+            s = _step(s, c, step, chosen, rss)
+            if s.live.size == 0:
+                break
+    k = np.arange(kmax + 1)[None, :]
+    spare = np.maximum(trace[group][:, None] - k, 1.0)
+    bic = t * np.log(np.maximum(rss / spare, TINY * TINY)) + h2 * k
+    keep = np.argmin(bic, axis=1)
+    chosen[np.arange(kmax)[None, :] >= keep[:, None]] = -1
+    return chosen
+
+
+def select(
+    parts: list[tuple[np.ndarray, Grid]], h2: float, kmax: int, work: Scratch
+) -> list[np.ndarray]:
+    r"""Greedy forward selection of intervals, cut where BIC is smallest, on each part.
+
+    Each step adds the interval that reduces the residual sum of squares most; the
+    number kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (``h2``:
+    the penalty of one interval; :math:`\nu_k` the residual degrees of freedom left,
+    which a short grid runs out of), with at most one interval per three residual
+    degrees of freedom of the trend (at least one). Rows leave once nothing can enter
+    their model.
+
+    Parameters
+    ----------
+    parts : list of (numpy.ndarray, Grid)
+        Row sets ``(K_i, T)``, each with its smoother; each of at most as many rows as
+        ``work`` holds.
+    h2 : float
+        The penalty of one interval.
+    kmax : int
+        Most intervals per row.
+    work : Scratch
+        Work arrays; parts are selected together while their rows fit in it.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Per part, the chosen intervals ``(K_i, kmax)``, -1 where unused.
+    """
+    cap = work.den.shape[0]
+    out: list[np.ndarray] = []
+    first = 0
+    while first < len(parts):
+        last, rows = first, 0
+        while last < len(parts) and (last == first or rows + parts[last][0].shape[0] <= cap):
+            rows += parts[last][0].shape[0]
+            last += 1
+        chosen = _select_together(parts[first:last], h2, kmax, work)
+        edges = np.cumsum([p[0].shape[0] for p in parts[first:last]])[:-1]
+        out += np.split(chosen, edges)
+        first = last
+    return out
