@@ -33,13 +33,20 @@ from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Smoother, choose_knots, smoother_for
-from regimes.detect._regimes import KMAX, canonical, spread
+from regimes.detect._nulls import class_maxima, class_p, t_sf, threshold
+from regimes.detect._regimes import (
+    KMAX,
+    canonical,
+    classes_on,
+    spread,
+    width_class,
+)
 from regimes.detect._sensitivity import (
     SENSITIVITY_WIDTHS,
     CurveNoise,
     curve_sensitivities,
 )
-from regimes.detect._trials import Pools, block_events
+from regimes.detect._trials import Pools, block_events, trial_residuals
 
 __all__ = [
     "KMAX",
@@ -58,9 +65,6 @@ MIN_CELLS = 4
 MAX_CELLS = 300
 """Most distinct ``x`` a curve may have: the model's smoothers are dense in the cells
 (memory quadratic in them); a longer grid is analysed in budget ranges, or thinned."""
-
-_EXACT_COUNT = 10
-"""Draws at least as extreme below which a p-value comes from the fitted tail."""
 
 
 class CurveInput(NamedTuple):
@@ -132,6 +136,10 @@ class _Noise(NamedTuple):
     differences: float
 
 
+_Gauss = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""Regimes selected in unit normal noise: signed delta, se and width class per draw."""
+
+
 class _Options(NamedTuple):
     direction: str
     tau0: float
@@ -169,40 +177,17 @@ def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, floa
 
 
 def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the largest TREAT ``z`` among tested regimes and among all regimes."""
-    k_rows = fit.chosen.shape[0]
+    """Per row and width class, the largest TREAT ``z`` among tested regimes and among all."""
+    starts, ends = candidate_intervals(t)
+    idx = np.maximum(fit.chosen, 0)
+    classes = width_class(ends[idx] - starts[idx] + 1)
     used = fit.chosen >= 0
     se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
     delta = fit.delta
     tested = used & ((o.direction == "both") | ((delta > 0) == (o.direction == "up")))
     z = np.where(tested, (np.abs(delta) - o.tau0) / se, -np.inf)
     z0 = np.where(used, (np.abs(delta) - o.tau0) / se, -np.inf)
-    return (z.max(axis=1) if k_rows else z), (z0.max(axis=1) if k_rows else z0)
-
-
-def _t_sf(z: float, df: float) -> float:
-    """``scipy.stats.t.sf(z, df)``, to the bit, without its checks' cost on one value."""
-    # what scipy.stats.t.sf computes for df > 0 (every df here holds the prior's 4)
-    return float(special.stdtr(df, -z))
-
-
-def _tail_p(value: float, maxima: np.ndarray) -> float:
-    """P(max >= value) from the draws' maxima, their Gumbel tail where draws run out.
-
-    With fewer than :data:`_EXACT_COUNT` draws at least as extreme, the finite maxima are
-    fitted by a Gumbel law (by moments: the law of a maximum) and its tail, times the
-    share of draws that selected anything, is used; never more than the count allows.
-    """
-    finite = maxima[np.isfinite(maxima)]
-    b = maxima.size
-    count = int(np.sum(finite >= value))
-    exact = (count + 1) / (b + 1)
-    if count >= _EXACT_COUNT or finite.size < 10:
-        return min(1.0, exact)
-    beta = max(float(np.std(finite)) * np.sqrt(6.0) / np.pi, 1e-9)
-    mu = float(np.mean(finite)) - 0.5772156649 * beta
-    tail = -np.expm1(-np.exp(-(value - mu) / beta)) * finite.size / b
-    return float(min(exact, max(tail, count / (b + 1), 1e-300)))
+    return class_maxima(z, classes), class_maxima(z0, classes)
 
 
 def _noise_draws(
@@ -217,13 +202,14 @@ def _noise_draws(
     """
     t, p = c.n.size, c.pools
     events = block_events(p, trend)
-    if p.trials.size < 2 and events.size < 2:
+    residuals = trial_residuals(p, trend)
+    if residuals.size < 2 and events.size < 2:
         return np.zeros((b, t)), np.zeros(t)
     sizes = p.block_size
     total = int(sizes.sum())
     values = np.zeros((b, total))
-    if p.trials.size >= 2:
-        values += p.trials[rng.integers(0, p.trials.size, size=(b, total))]
+    if residuals.size >= 2:
+        values += residuals[rng.integers(0, residuals.size, size=(b, total))]
     if events.size >= 2:
         effect = events[rng.integers(0, events.size, size=(b, sizes.size))]
         values += np.repeat(effect, sizes, axis=1)
@@ -270,13 +256,8 @@ def _fitted(fit: RowFit, row: int, t: int) -> np.ndarray:
     return out
 
 
-def _threshold(maxima: np.ndarray, alpha: float) -> float:
-    """Return the ``1 - alpha`` quantile of the null maxima (``-inf``: nothing selected)."""
-    return float(np.quantile(maxima, 1.0 - alpha, method="higher")) if maxima.size else -np.inf
-
-
-def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Regimes selected in unit normal noise on the grid: signed delta and se per draw.
+def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> _Gauss:
+    """Regimes selected in unit normal noise on the grid: signed delta, se and width class.
 
     Scaled to a curve's noise they give its null maxima without resampling it (for the
     sensitivity of curves where nothing was selected).
@@ -284,17 +265,17 @@ def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> tuple[np.ndarray, 
     rng = np.random.default_rng(np.random.SeedSequence((seed, sm.size, 7)))
     rows = rng.normal(size=(o.n_boot, sm.size))
     fit = fit_rows(rows, sm, o.h, KMAX)
-    _, _, delta = canonical(fit, sm.size)
-    return delta, fit.se_unit * fit.sigma[:, None]
+    start, end, delta = canonical(fit, sm.size)
+    return delta, fit.se_unit * fit.sigma[:, None], width_class(end - start + 1)
 
 
-def _scaled_maxima(gauss: tuple[np.ndarray, np.ndarray], sigma: float, o: _Options) -> np.ndarray:
-    delta, se = gauss
+def _scaled_maxima(gauss: _Gauss, sigma: float, o: _Options) -> np.ndarray:
+    delta, se, classes = gauss
     tested = (o.direction == "both") | ((delta > 0) == (o.direction == "up"))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = (np.abs(delta) * sigma - o.tau0) / (np.maximum(se, 1e-12) * sigma)
     z = np.where(tested & np.isfinite(delta), z, -np.inf)
-    return z.max(axis=1)
+    return class_maxima(z, classes)
 
 
 def _resample(
@@ -344,15 +325,23 @@ def _tested_regimes(
     regimes: list[tuple[int, int, float, float]],
     nulls: tuple[np.ndarray, np.ndarray],
     df: float,
+    t: int,
     o: _Options,
 ) -> list[Regime]:
-    """Each regime with its selection-aware p-values (bounds not yet drawn)."""
+    """Each regime with its selection-aware p-values (bounds not yet drawn).
+
+    A regime is compared with the null draws' regimes of its own width class, and its
+    p-value multiplied by the number of classes the grid holds (Bonferroni).
+    """
     out = []
+    classes = classes_on(t)
     for regime in regimes:
+        c = int(width_class(np.array(regime[1] - regime[0] + 1)))
         tested, z, z0 = _statistics(regime[2], regime[3], o)
-        p = max(_t_sf(z, df), _tail_p(z, nulls[0])) if tested else 1.0
-        p_change = max(_t_sf(z0, df), _tail_p(z0, nulls[1]))
+        p = max(t_sf(z, df), class_p(z, nulls[0], c)) if tested else 1.0
+        p_change = max(t_sf(z0, df), class_p(z0, nulls[1], c))
         bounds = (regime[0], regime[0], regime[1], regime[1])
+        p, p_change = min(1.0, classes * p), min(1.0, classes * p_change)
         out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, None))
     return out
 
@@ -430,7 +419,7 @@ def fit_grid(
 
 
 def _fit_curves(
-    curves: list[CurveInput], knot: int | None, o: _Options, gauss: tuple[np.ndarray, np.ndarray]
+    curves: list[CurveInput], knot: int | None, o: _Options, gauss: _Gauss
 ) -> tuple[list[CurveModel], np.ndarray, np.ndarray, list[CurveNoise]]:
     """Fit, test and resample the curves hinged at ``knot`` (None: unhinged).
 
@@ -550,7 +539,7 @@ def _curve_model(
     sm: Smoother,
     noise: _Noise,
     nulls: tuple[np.ndarray, np.ndarray] | None,
-    gauss: tuple[np.ndarray, np.ndarray] | None,
+    gauss: _Gauss | None,
     o: _Options,
 ) -> tuple[CurveModel, CurveNoise]:
     """One curve's model, its regimes tested on its null draws; what its sensitivity needs."""
@@ -558,14 +547,15 @@ def _curve_model(
     regimes = _regimes_of(fit, i, t)
     sigma, df, which = float(fit.sigma[i]), float(fit.df[i]), int(fit.which[i])
     tested: list[Regime] = []
+    level = o.alpha / classes_on(t)
     if nulls is not None:
-        tested = _tested_regimes(regimes, nulls, df, o)
-        q = _threshold(nulls[0], o.alpha)
+        tested = _tested_regimes(regimes, nulls, df, t, o)
+        q = threshold(nulls[0], level)
     else:
         assert gauss is not None
-        q = _threshold(_scaled_maxima(gauss, noise.sigma, o), o.alpha)
+        q = threshold(_scaled_maxima(gauss, noise.sigma, o), level)
     # scipy.stats.t.ppf's value, without its checks' cost per curve (df holds the prior's 4)
-    critical = max(q, float(special.stdtrit(df, 1.0 - o.alpha)))
+    critical = np.maximum(q, float(special.stdtrit(df, 1.0 - level)))
     rho = noise.sampling / max(noise.sigma, 1e-12) ** 2
     own = CurveNoise(
         noise.sigma, o.tau0, critical, rho, PRIOR_DF, fit.trend[i], c.level, noise.differences

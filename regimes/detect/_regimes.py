@@ -13,10 +13,35 @@ from regimes._stats.intervals import START_CELLS, as_step, candidate_intervals
 from regimes._stats.scan import RowFit
 from regimes.data.schema import n_boot_floor
 
-__all__ = ["KMAX", "START_CELLS", "as_step", "canonical", "spread"]
+__all__ = [
+    "KMAX",
+    "START_CELLS",
+    "WIDTH_CLASSES",
+    "as_step",
+    "canonical",
+    "classes_on",
+    "spread",
+    "width_class",
+]
 
 KMAX = 4
 """Most regimes one curve's model holds."""
+
+WIDTH_EDGES = np.array([2, 4])
+"""Widths (cells) at which a regime's class changes: 1, 2-3, 4 or more."""
+
+WIDTH_CLASSES = WIDTH_EDGES.size + 1
+"""Number of width classes, each with its own null maxima."""
+
+
+def width_class(width: np.ndarray) -> np.ndarray:
+    """Return the class of each regime width: 0 for 1 cell, 1 for 2-3, 2 for 4 or more."""
+    return np.searchsorted(WIDTH_EDGES, width, side="right")
+
+
+def classes_on(t: int) -> int:
+    """Return how many width classes a grid of ``t`` cells holds (three cells stay out)."""
+    return int(width_class(np.array(max(1, t - 3)))) + 1
 
 
 def canonical(fit: RowFit, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

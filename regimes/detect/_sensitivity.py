@@ -40,7 +40,7 @@ import numpy as np
 
 from regimes._stats.scan import fit_rows
 from regimes._stats.smoother import Smoother
-from regimes.detect._regimes import KMAX, canonical
+from regimes.detect._regimes import KMAX, canonical, width_class
 
 __all__ = [
     "POWER",
@@ -105,7 +105,8 @@ class CurveNoise(NamedTuple):
     """What one curve brings to its grid's table: noise, test and trend.
 
     ``sigma``: cell noise (log scale); ``tau0``: ``log(min_ratio)``; ``critical``: the
-    value its statistics are compared with; ``rho``: its trials' sampling variance over
+    value its statistics are compared with, per width class
+    (:func:`regimes.detect._regimes.width_class`); ``rho``: its trials' sampling variance over
     ``sigma**2`` (the moderation's prior, of weight ``prior_df``); ``trend``: its fitted
     trend per cell; ``level``: its cell levels; ``differences``: the difference-based
     scale of its detrended levels (:func:`regimes._stats.scan.difference_scale`).
@@ -113,7 +114,7 @@ class CurveNoise(NamedTuple):
 
     sigma: float
     tau0: float
-    critical: float
+    critical: np.ndarray
     rho: float
     prior_df: float
     trend: np.ndarray
@@ -272,7 +273,8 @@ def detectable_ratios(
     with np.errstate(invalid="ignore"):
         estimate = sigma * table.delta + table.sign * bias
         z = (estimate - curve.tau0) / (sigma * table.se_unit * m[..., None])
-    reported = np.nan_to_num(z, nan=-np.inf).max(axis=-1) >= curve.critical
+    critical = curve.critical[width_class(geometry[2] - geometry[1])]
+    reported = (np.nan_to_num(z, nan=-np.inf) >= critical).any(axis=-1)
     power = reported.mean(axis=-1)  # (W, L)
     return tuple(
         _crossing(table.heights, power[k], sigma) if table.valid[k] else float("nan")

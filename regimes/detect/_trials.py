@@ -34,6 +34,8 @@ __all__ = [
     "Adjusted",
     "Pools",
     "block_events",
+    "process_deviations",
+    "trial_residuals",
     "adjust_trials",
     "cell_arrays",
     "residual_pools",
@@ -300,10 +302,13 @@ def cell_arrays(frame: pl.DataFrame) -> pl.DataFrame:
 class Pools(NamedTuple):
     """What one curve's bootstrap resamples, sorted so that row order cannot matter.
 
-    ``trials``: trial residuals within (cell, process); per process and cell, in cell
-    order (a *block*): ``block_mean`` (its trials' mean), ``block_cell``, ``block_size``
-    and ``block_se`` (the standard error of its own deviation, :func:`block_events`;
-    NaN where the cell was measured in one process, which has no deviation of its own).
+    ``trials``: trial residuals within (cell, process), for the trials' own noise; per
+    process and cell, in cell order (a *block*): ``block_mean`` (its trials' mean),
+    ``block_cell``, ``block_size`` and ``block_se`` (the standard error of its own
+    deviation, :func:`process_deviations`; NaN where the cell was measured in one
+    process, which has no deviation of its own); ``trial_value`` and ``trial_block``:
+    the adjusted log time of each trial of a block of two or more and its block, from
+    which :func:`trial_residuals` takes the residuals the draws resample.
     """
 
     trials: np.ndarray
@@ -311,6 +316,8 @@ class Pools(NamedTuple):
     block_cell: np.ndarray
     block_size: np.ndarray
     block_se: np.ndarray
+    trial_value: np.ndarray
+    trial_block: np.ndarray
 
 
 BLOCK_EVENT_Z = 3.0
@@ -318,8 +325,20 @@ BLOCK_EVENT_Z = 3.0
 own deviation is this many standard errors."""
 
 
-def block_events(pools: Pools, trend: np.ndarray) -> np.ndarray:
-    """Each process's own deviation in its cell where it stands out, else 0.
+def _less_shared_shift(d: np.ndarray, cell: np.ndarray) -> np.ndarray:
+    """Deviations ``d`` (sorted by ``cell``) less the shift their cell's members share.
+
+    The shared shift is the deviation closest to 0 where all of the cell's members
+    deviate to one side, else none: the trend's misfit there, or a regime.
+    """
+    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+    low, high = np.minimum.reduceat(d, starts), np.maximum.reduceat(d, starts)
+    common = np.where(low > 0, low, np.where(high < 0, high, 0.0))
+    return d - np.repeat(common, np.diff(np.r_[starts, d.size]))
+
+
+def process_deviations(pools: Pools, trend: np.ndarray) -> np.ndarray:
+    """Each block's own deviation in its cell where it stands out, else 0.
 
     ``trend``: the curve's fitted trend at its cells. A process's deviation from the
     trend is its cell's shift, which every process of the cell shares (the trend's
@@ -330,19 +349,44 @@ def block_events(pools: Pools, trend: np.ndarray) -> np.ndarray:
     slow ones keep half); of three that all ran slow together, a regime, none keeps
     anything, so that a null draw cannot rebuild the regime from its own processes. A
     block mean carries its trials' noise, which the draws add again with fresh trials:
-    only deviations beyond :data:`BLOCK_EVENT_Z` standard errors are kept. Sorted;
-    processes of cells measured once are left out.
+    only deviations beyond :data:`BLOCK_EVENT_Z` standard errors are kept. Blocks of
+    cells measured once get 0.
     """
+    out = np.zeros(pools.block_mean.size)
     shared = np.isfinite(pools.block_se)
     if not shared.any():
-        return np.zeros(0)
+        return out
     cell = pools.block_cell[shared]
-    d = pools.block_mean[shared] - trend[cell]
-    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
-    low, high = np.minimum.reduceat(d, starts), np.maximum.reduceat(d, starts)
-    common = np.where(low > 0, low, np.where(high < 0, high, 0.0))
-    own = d - np.repeat(common, np.diff(np.r_[starts, d.size]))
-    return np.sort(np.where(np.abs(own) > BLOCK_EVENT_Z * pools.block_se[shared], own, 0.0))
+    own = _less_shared_shift(pools.block_mean[shared] - trend[cell], cell)
+    out[shared] = np.where(np.abs(own) > BLOCK_EVENT_Z * pools.block_se[shared], own, 0.0)
+    return out
+
+
+def block_events(pools: Pools, trend: np.ndarray) -> np.ndarray:
+    """Return the process deviations the draws resample (:func:`process_deviations`), sorted.
+
+    Processes of cells measured once are left out.
+    """
+    own = process_deviations(pools, trend)
+    return np.sort(own[np.isfinite(pools.block_se)])
+
+
+def trial_residuals(pools: Pools, trend: np.ndarray) -> np.ndarray:
+    """Each trial's own deviation, as a process's (:func:`process_deviations`); sorted.
+
+    A trial deviates from the fitted ``trend`` by its process's own deviation, the
+    shift its cell's trials all share, and its own, which is what is left. Taken so,
+    not about their block's mean, the trials keep the shape of their noise at its full
+    size: a hiccup in a cell of two trials keeps its whole excess (centred on its
+    block it kept half, and its partner took the other half, negated), as does the
+    slow trial of a cell of three trials run at two speeds, so that the draws make a
+    cell slow throughout as often as the trials do; a regime, or the trend's misfit,
+    moves every trial of its cell and is taken out.
+    """
+    own = process_deviations(pools, trend)
+    cell = pools.block_cell[pools.trial_block]
+    d = pools.trial_value - trend[cell] - own[pools.trial_block]
+    return np.sort(_less_shared_shift(d, cell)) if d.size else d
 
 
 def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
@@ -350,24 +394,56 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
 
     Trial deviations from their block (cell, process) mean, scaled by
     :math:`\sqrt{n/(n-1)}` so that their variance is the trials' own (blocks of one
-    trial have none); and each block's mean, whose own deviation (from the fitted trend,
-    less its cell's shared shift) :func:`block_events` takes once the curve is fitted
-    (sessions first, then trials).
+    trial have none); each block's mean, whose own deviation (from the fitted trend,
+    less its cell's shared shift) :func:`process_deviations` takes once the curve is
+    fitted; and the trials of blocks of two or more, about the fitted model
+    (:func:`trial_residuals`).
     """
     n = pl.len().over(_BLOCK)
     dev = (pl.col("_adj") - pl.col("_adj").mean().over(_BLOCK)) * (n / (n - 1)).sqrt()
-    trials = (
-        frame.with_columns(dev.alias("_r"), n.alias("_n"))
-        .filter(pl.col("_n") > 1)
-        .group_by("_curve")
-        .agg(pl.col("_r").sort())
-    )
+    replicated = frame.with_columns(dev.alias("_r"), n.alias("_n")).filter(pl.col("_n") > 1)
+    trials = replicated.group_by("_curve").agg(pl.col("_r").sort())
     found = dict(
         zip(trials.get_column("_curve").to_list(), trials.get_column("_r").to_list(), strict=True)
     )
     sigma = {int(c): float(np.sqrt(np.mean(np.square(r)))) for c, r in found.items() if r}
+    blocks = _blocks(frame)
+    members = (
+        replicated.join(blocks.select(*_BLOCK, "_b"), on=_BLOCK)
+        .sort(["_curve", "_b", "_adj"])
+        .group_by("_curve", maintain_order=True)
+        .agg(pl.col("_adj"), pl.col("_b"))
+    )
+    member = {int(r[0]): (r[1], r[2]) for r in members.iter_rows()}
+    by_curve = blocks.group_by("_curve", maintain_order=True).agg(
+        pl.col("_m"),
+        pl.col("_x").rank("dense").cast(pl.Int64) - 1,
+        pl.col("_size").cast(pl.Int64),
+        pl.col("_se1"),
+    )
+    out = {}
+    for curve, mean, cell, size, se1 in by_curve.iter_rows():
+        value, block = member.get(int(curve), ([], []))
+        out[int(curve)] = Pools(
+            np.asarray(found.get(curve, []), dtype=float),
+            np.asarray(mean, dtype=float),
+            np.asarray(cell, dtype=np.int64),
+            np.asarray(size, dtype=np.int64),
+            sigma.get(int(curve), 0.0) * np.asarray(se1, dtype=float),
+            np.asarray(value, dtype=float),
+            np.asarray(block, dtype=np.int64),
+        )
+    return out
+
+
+def _blocks(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per (cell, process): mean, size, the unit standard error of its own deviation, index.
+
+    Sorted by curve, cell, size and mean, so that row order cannot matter; ``_b`` is the
+    block's index within its curve in that order.
+    """
     cell_total = pl.col("_size").sum().over(_CELL)
-    blocks = (
+    return (
         frame.group_by(_BLOCK)
         .agg(pl.col("_adj").mean().alias("_m"), pl.len().alias("_size"))
         .sort(["_curve", "_x", "_size", "_m"])
@@ -375,23 +451,7 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
             pl.when(pl.len().over(_CELL) > 1)
             .then((1.0 / pl.col("_size") + 1.0 / cell_total).sqrt())
             .otherwise(float("nan"))
-            .alias("_se1")
-        )
-        .group_by("_curve", maintain_order=True)
-        .agg(
-            pl.col("_m"),
-            pl.col("_x").rank("dense").cast(pl.Int64) - 1,
-            pl.col("_size").cast(pl.Int64),
-            pl.col("_se1"),
+            .alias("_se1"),
+            pl.int_range(pl.len()).over("_curve").alias("_b"),
         )
     )
-    out = {}
-    for curve, mean, cell, size, se1 in blocks.iter_rows():
-        out[int(curve)] = Pools(
-            np.asarray(found.get(curve, []), dtype=float),
-            np.asarray(mean, dtype=float),
-            np.asarray(cell, dtype=np.int64),
-            np.asarray(size, dtype=np.int64),
-            sigma.get(int(curve), 0.0) * np.asarray(se1, dtype=float),
-        )
-    return out

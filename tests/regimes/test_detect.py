@@ -181,8 +181,11 @@ def test_invariant_to_scale_row_order_and_repeatable() -> None:
     # a scaled table differs from the original in the last bits of its logs, and the
     # bootstrap's discrete choices (which interval a draw selects) may tell them apart in
     # a draw or two: p-values and bootstrap interval ends stay close, not identical
+    # (both significant; where the null draws select too rarely for a tail fit, the
+    # smallest p-value is the width classes' number over n_boot + 1: 3/201 here)
     p_base, p_scaled = base.anomalies["p_value"], scaled.anomalies["p_value"]
-    assert ((p_base < 0.01) & (p_scaled < 0.01)).all()
+    assert ((p_base < 0.02) & (p_scaled < 0.02)).all()
+    assert np.allclose(p_scaled, p_base, rtol=0.5)
     assert np.allclose(scaled.anomalies["ratio_low"], base.anomalies["ratio_low"], rtol=0.05)
     # the trials are put in one order before anything is summed: a shuffled table and a
     # second call give the same answer, bit for bit

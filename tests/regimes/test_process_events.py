@@ -1,7 +1,8 @@
-"""The process deviations the detection bootstrap draws (regimes.detect._trials.block_events).
+"""The process and trial deviations the detection bootstrap draws (regimes.detect._trials).
 
 A process's own deviation is what it adds to the shift its cell's processes share: two
-slow processes of three keep their whole excess, three slow together (a regime) keep none.
+slow processes of three keep their whole excess, three slow together (a regime) keep none;
+a trial's, what it adds to its process's and the shift its cell's trials share.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from regimes.detect._trials import block_events, residual_pools
+from regimes.detect._regimes import classes_on, width_class
+from regimes.detect._trials import block_events, residual_pools, trial_residuals
 
 SLOW = float(np.log(2.5))
 
@@ -52,3 +54,37 @@ def test_a_process_beyond_its_cells_shared_shift_keeps_what_it_adds():
 def test_cells_measured_in_one_process_have_no_process_deviation():
     events = _events([[SLOW], [0.0], [0.0, 0.0]])
     assert events.size == 2 and not events.any()
+
+
+def _trial_frame(cells: list[list[float]]) -> pl.DataFrame:
+    """One curve in one process: cell ``t`` holds trials at the log times ``cells[t]``."""
+    rows = [(0, float(x + 1), 0, v) for x, cell in enumerate(cells) for v in cell]
+    return pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
+
+
+def test_a_hiccup_in_a_cell_of_two_keeps_its_whole_excess():
+    # centred on their cell's mean, the hiccup would keep half and its partner the
+    # other half, negated: a draw could never rebuild a cell as slow as this one
+    hiccup = float(np.log(2.7))
+    pools = residual_pools(_trial_frame([[0.0, hiccup], [0.01, -0.01], [-0.02, 0.02]]))[0]
+    residuals = trial_residuals(pools, np.zeros(3))
+    assert residuals.size == 6
+    assert residuals[-1] == pytest.approx(hiccup)
+    assert residuals[0] == pytest.approx(-0.02)
+
+
+def test_trials_slow_together_are_a_shift_of_their_cell_not_their_own():
+    pools = residual_pools(_trial_frame([[SLOW + 0.01, SLOW, SLOW + 0.02], [0.0, 0.01, -0.01]]))[0]
+    residuals = trial_residuals(pools, np.zeros(2))
+    assert np.abs(residuals).max() == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize(("width", "cls"), [(1, 0), (2, 1), (3, 1), (4, 2), (40, 2)])
+def test_regimes_are_compared_within_their_width_class(width, cls):
+    assert int(width_class(np.array(width))) == cls
+
+
+@pytest.mark.parametrize(("cells", "classes"), [(4, 1), (5, 2), (6, 2), (7, 3), (60, 3)])
+def test_a_grid_holds_the_classes_its_widest_regime_reaches(cells, classes):
+    # a regime leaves three cells outside it
+    assert classes_on(cells) == classes

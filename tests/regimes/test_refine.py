@@ -155,9 +155,11 @@ def test_rerun_continues_from_the_probes_already_measured():
     ]
     reused = second.probes.filter(pl.col("on_disk"))
     assert reused.height >= 2  # continued where the first call stopped, not restarted
-    # the interrupted refinement costs what one uninterrupted refinement costs
+    # the interrupted refinement costs no more than one uninterrupted refinement (its
+    # rerun's brackets come from the coarse grid and the probes measured so far, which
+    # can narrow them)
     whole = refine_boundaries(coarse, probe=SimulatedProbe(505, 633, factor=3.0, seed=3))
-    assert first.generations + second.generations == whole.generations
+    assert first.generations + second.generations <= whole.generations
 
 
 class _Ramp(SimulatedProbe):

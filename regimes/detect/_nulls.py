@@ -1,0 +1,73 @@
+r"""P-values after selection, from the largest statistics of a curve's null draws.
+
+Every null draw of a curve is fitted as the data are; per draw and per width class of
+its selected regimes (:func:`regimes.detect._regimes.width_class`), the largest TREAT
+``z`` is kept. A regime is compared with the draws of its own class, and its p-value
+multiplied by the number of classes the grid holds (docs/method.md, section 4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from regimes.detect._regimes import WIDTH_CLASSES
+
+__all__ = ["class_maxima", "class_p", "t_sf", "threshold"]
+
+_EXACT_COUNT = 10
+"""Draws at least as extreme below which a p-value comes from the fitted tail."""
+
+
+def class_maxima(z: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Per row, the largest of ``z`` ``(rows, K)`` in each width class ``(rows, C)``."""
+    return np.stack(
+        [
+            np.where(classes == c, z, -np.inf).max(axis=1, initial=-np.inf)
+            for c in range(WIDTH_CLASSES)
+        ],
+        axis=1,
+    )
+
+
+def t_sf(z: float, df: float) -> float:
+    """``scipy.stats.t.sf(z, df)``, to the bit, without its checks' cost on one value."""
+    # what scipy.stats.t.sf computes for df > 0 (every df here holds the prior's 4)
+    return float(special.stdtr(df, -z))
+
+
+def _tail_p(value: float, maxima: np.ndarray) -> float:
+    """P(max >= value) from the draws' maxima, their Gumbel tail where draws run out.
+
+    With fewer than :data:`_EXACT_COUNT` draws at least as extreme, the finite maxima are
+    fitted by a Gumbel law (by moments: the law of a maximum) and its tail, times the
+    share of draws that selected anything, is used; never more than the count allows.
+    """
+    finite = maxima[np.isfinite(maxima)]
+    b = maxima.size
+    count = int(np.sum(finite >= value))
+    exact = (count + 1) / (b + 1)
+    if count >= _EXACT_COUNT or finite.size < 10:
+        return min(1.0, exact)
+    beta = max(float(np.std(finite)) * np.sqrt(6.0) / np.pi, 1e-9)
+    mu = float(np.mean(finite)) - 0.5772156649 * beta
+    tail = -np.expm1(-np.exp(-(value - mu) / beta)) * finite.size / b
+    return float(min(exact, max(tail, count / (b + 1), 1e-300)))
+
+
+def class_p(value: float, maxima: np.ndarray, c: int) -> float:
+    """P(largest ``z`` of width class ``c`` >= value), from the draws' maxima ``(B, C)``.
+
+    A class that too few draws selected for a tail fit gives the count's p-value: with
+    ``n_boot`` draws, the smallest p-value a regime can then get, once multiplied by the
+    classes, is their number over ``n_boot + 1``. Falling back on every class's largest
+    ``z`` instead would bring back the single cells' bar for wide regimes.
+    """
+    return _tail_p(value, maxima[:, c])
+
+
+def threshold(maxima: np.ndarray, alpha: float) -> np.ndarray:
+    """Per width class, the ``1 - alpha`` quantile of the null maxima (``-inf``: none)."""
+    if not maxima.shape[0]:
+        return np.full(WIDTH_CLASSES, -np.inf)
+    return np.quantile(maxima, 1.0 - alpha, axis=0, method="higher")
