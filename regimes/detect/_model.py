@@ -15,7 +15,8 @@ bootstrap draws (docs/method.md, sections 2-5):
 4. calibrate both after selection: on curves where something was selected, draw the
    curve again under its fitted null (the trend, the cells' own trials resampled, and a
    normal between-cell term for what the trials do not explain), fit every draw the same
-   way, and compare each statistic with the largest one the draws selected;
+   way, and compare each statistic with the largest one the draws selected among
+   regimes of its width class (:mod:`regimes.detect._nulls`);
 5. draw it again under its fitted model (trend plus regimes) for the spread of each
    regime's onset, end and ratio;
 6. per curve, the sensitivity: the ratio over trend of a 1-, 2- or 4-cell spike that
@@ -197,7 +198,8 @@ def _noise_draws(
 
     Each of the cell's processes draws a deviation from the curve's process residuals
     (:func:`~regimes.detect._trials.block_events`, about its fitted ``trend``), each of
-    its trials a residual from the trial residuals; the cell level is the median of its
+    its trials one of the trials' own deviations
+    (:func:`~regimes.detect._trials.trial_residuals`); the cell level is the median of its
     trials, as for the data. Returns the medians and their variances.
     """
     t, p = c.n.size, c.pools
