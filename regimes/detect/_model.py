@@ -47,7 +47,7 @@ from regimes.detect._sensitivity import (
     CurveNoise,
     curve_sensitivities,
 )
-from regimes.detect._trials import Pools, block_events, trial_residuals
+from regimes.detect._trials import Pools, resampled
 
 __all__ = [
     "KMAX",
@@ -179,9 +179,8 @@ def _statistics(delta: float, se: float, o: _Options) -> tuple[bool, float, floa
 
 def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarray]:
     """Per row and width class, the largest TREAT ``z`` among tested regimes and among all."""
-    starts, ends = candidate_intervals(t)
-    idx = np.maximum(fit.chosen, 0)
-    classes = width_class(ends[idx] - starts[idx] + 1)
+    start, end, _ = canonical(fit, t)
+    classes = width_class(end - start + 1)
     used = fit.chosen >= 0
     se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
     delta = fit.delta
@@ -197,14 +196,12 @@ def _noise_draws(
     """Cell medians of resampled processes and trials, centred per cell ``(b, T)``.
 
     Each of the cell's processes draws a deviation from the curve's process residuals
-    (:func:`~regimes.detect._trials.block_events`, about its fitted ``trend``), each of
-    its trials one of the trials' own deviations
-    (:func:`~regimes.detect._trials.trial_residuals`); the cell level is the median of its
+    (:func:`~regimes.detect._trials.resampled`, about its fitted ``trend``), each of
+    its trials one of the trials' own deviations; the cell level is the median of its
     trials, as for the data. Returns the medians and their variances.
     """
     t, p = c.n.size, c.pools
-    events = block_events(p, trend)
-    residuals = trial_residuals(p, trend)
+    events, residuals = resampled(p, trend)
     if residuals.size < 2 and events.size < 2:
         return np.zeros((b, t)), np.zeros(t)
     sizes = p.block_size

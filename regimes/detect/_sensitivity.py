@@ -208,7 +208,7 @@ def power_table(
 
 
 def _geometry(table: PowerTable, sm: Smoother) -> tuple[np.ndarray, ...]:
-    """Return the smoother, bounds and :math:`z'Az` of every regime of a table.
+    """Return the smoother, bounds, :math:`z'Az` and width class of every regime of a table.
 
     From prefix sums of :math:`A`. :func:`_misfit` reads them for every curve a table
     serves, and they do not depend on the curve: computed once per table.
@@ -218,7 +218,7 @@ def _geometry(table: PowerTable, sm: Smoother) -> tuple[np.ndarray, ...]:
     w = np.broadcast_to(table.which[..., None], table.start.shape)
     a, b = table.start, table.end + 1
     zaz = p2[w, b, b] - p2[w, a, b] - p2[w, b, a] + p2[w, a, a]
-    return w, a, b, np.maximum(zaz, 1e-12)
+    return w, a, b, np.maximum(zaz, 1e-12), width_class(b - a)
 
 
 def _misfit(
@@ -232,7 +232,7 @@ def _misfit(
     :math:`\lVert Ag \rVert^2`, from prefix sums of :math:`Ag`; ``geometry``: the
     table's :func:`_geometry`.
     """
-    w, a, b, zaz = geometry
+    w, a, b, zaz, _ = geometry
     ag = np.einsum("wij,j->wi", sm.residual, trend)  # (S, T)
     pre = np.concatenate([np.zeros((ag.shape[0], 1)), np.cumsum(ag, axis=1)], axis=1)
     zag = pre[w, b] - pre[w, a]
@@ -273,7 +273,7 @@ def detectable_ratios(
     with np.errstate(invalid="ignore"):
         estimate = sigma * table.delta + table.sign * bias
         z = (estimate - curve.tau0) / (sigma * table.se_unit * m[..., None])
-    critical = curve.critical[width_class(geometry[2] - geometry[1])]
+    critical = curve.critical[geometry[4]]
     reported = (np.nan_to_num(z, nan=-np.inf) >= critical).any(axis=-1)
     power = reported.mean(axis=-1)  # (W, L)
     return tuple(

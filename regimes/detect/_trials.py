@@ -33,9 +33,8 @@ __all__ = [
     "FIRST_TRIAL_LEVEL",
     "Adjusted",
     "Pools",
-    "block_events",
     "process_deviations",
-    "trial_residuals",
+    "resampled",
     "adjust_trials",
     "cell_arrays",
     "residual_pools",
@@ -308,7 +307,7 @@ class Pools(NamedTuple):
     deviation, :func:`process_deviations`; NaN where the cell was measured in one
     process, which has no deviation of its own); ``trial_value`` and ``trial_block``:
     the adjusted log time of each trial of a block of two or more and its block, from
-    which :func:`trial_residuals` takes the residuals the draws resample.
+    which :func:`resampled` takes the residuals the draws resample.
     """
 
     trials: np.ndarray
@@ -362,31 +361,24 @@ def process_deviations(pools: Pools, trend: np.ndarray) -> np.ndarray:
     return out
 
 
-def block_events(pools: Pools, trend: np.ndarray) -> np.ndarray:
-    """Return the process deviations the draws resample (:func:`process_deviations`), sorted.
+def resampled(pools: Pools, trend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the process deviations and the trial residuals the draws resample, sorted.
 
-    Processes of cells measured once are left out.
+    The process deviations are :func:`process_deviations`, processes of cells measured
+    once left out. A trial deviates from the fitted ``trend`` by its process's own
+    deviation, the shift its cell's trials all share, and its own, which is its
+    residual. Taken so, not about their block's mean, the trials keep the shape of their
+    noise at its full size: a hiccup in a cell of two trials keeps its whole excess
+    (centred on its block it kept half, and its partner took the other half, negated),
+    as does the slow trial of a cell of three trials run at two speeds, so that the
+    draws make a cell slow throughout as often as the trials do; a regime, or the
+    trend's misfit, moves every trial of its cell and is taken out.
     """
     own = process_deviations(pools, trend)
-    return np.sort(own[np.isfinite(pools.block_se)])
-
-
-def trial_residuals(pools: Pools, trend: np.ndarray) -> np.ndarray:
-    """Each trial's own deviation, as a process's (:func:`process_deviations`); sorted.
-
-    A trial deviates from the fitted ``trend`` by its process's own deviation, the
-    shift its cell's trials all share, and its own, which is what is left. Taken so,
-    not about their block's mean, the trials keep the shape of their noise at its full
-    size: a hiccup in a cell of two trials keeps its whole excess (centred on its
-    block it kept half, and its partner took the other half, negated), as does the
-    slow trial of a cell of three trials run at two speeds, so that the draws make a
-    cell slow throughout as often as the trials do; a regime, or the trend's misfit,
-    moves every trial of its cell and is taken out.
-    """
-    own = process_deviations(pools, trend)
+    events = np.sort(own[np.isfinite(pools.block_se)])
     cell = pools.block_cell[pools.trial_block]
     d = pools.trial_value - trend[cell] - own[pools.trial_block]
-    return np.sort(_less_shared_shift(d, cell)) if d.size else d
+    return events, np.sort(_less_shared_shift(d, cell)) if d.size else d
 
 
 def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
@@ -397,24 +389,23 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
     trial have none); each block's mean, whose own deviation (from the fitted trend,
     less its cell's shared shift) :func:`process_deviations` takes once the curve is
     fitted; and the trials of blocks of two or more, about the fitted model
-    (:func:`trial_residuals`).
+    (:func:`resampled`).
     """
     n = pl.len().over(_BLOCK)
     dev = (pl.col("_adj") - pl.col("_adj").mean().over(_BLOCK)) * (n / (n - 1)).sqrt()
     replicated = frame.with_columns(dev.alias("_r"), n.alias("_n")).filter(pl.col("_n") > 1)
-    trials = replicated.group_by("_curve").agg(pl.col("_r").sort())
-    found = dict(
-        zip(trials.get_column("_curve").to_list(), trials.get_column("_r").to_list(), strict=True)
-    )
-    sigma = {int(c): float(np.sqrt(np.mean(np.square(r)))) for c, r in found.items() if r}
     blocks = _blocks(frame)
     members = (
         replicated.join(blocks.select(*_BLOCK, "_b"), on=_BLOCK)
-        .sort(["_curve", "_b", "_adj"])
-        .group_by("_curve", maintain_order=True)
-        .agg(pl.col("_adj"), pl.col("_b"))
+        .group_by("_curve")
+        .agg(
+            pl.col("_r").sort(),
+            pl.col("_adj").sort_by(["_b", "_adj"]),
+            pl.col("_b").sort(),
+        )
     )
-    member = {int(r[0]): (r[1], r[2]) for r in members.iter_rows()}
+    member = {int(r[0]): r[1:] for r in members.iter_rows()}
+    sigma = {c: float(np.sqrt(np.mean(np.square(m[0])))) for c, m in member.items() if m[0]}
     by_curve = blocks.group_by("_curve", maintain_order=True).agg(
         pl.col("_m"),
         pl.col("_x").rank("dense").cast(pl.Int64) - 1,
@@ -423,9 +414,9 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
     )
     out = {}
     for curve, mean, cell, size, se1 in by_curve.iter_rows():
-        value, block = member.get(int(curve), ([], []))
+        trials, value, block = member.get(int(curve), ([], [], []))
         out[int(curve)] = Pools(
-            np.asarray(found.get(curve, []), dtype=float),
+            np.asarray(trials, dtype=float),
             np.asarray(mean, dtype=float),
             np.asarray(cell, dtype=np.int64),
             np.asarray(size, dtype=np.int64),

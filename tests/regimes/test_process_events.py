@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from regimes.detect._regimes import classes_on, width_class
-from regimes.detect._trials import block_events, residual_pools, trial_residuals
+from regimes.detect._trials import resampled, residual_pools
 
 SLOW = float(np.log(2.5))
 
@@ -30,7 +30,7 @@ def _frame(levels: list[list[float]], trials: int = 4, seed: int = 0) -> pl.Data
 
 def _events(levels: list[list[float]]) -> np.ndarray:
     pools = residual_pools(_frame(levels))[0]
-    return block_events(pools, np.zeros(len(levels)))
+    return resampled(pools, np.zeros(len(levels)))[0]
 
 
 def test_two_slow_processes_of_three_keep_their_whole_excess():
@@ -67,7 +67,7 @@ def test_a_hiccup_in_a_cell_of_two_keeps_its_whole_excess():
     # other half, negated: a draw could never rebuild a cell as slow as this one
     hiccup = float(np.log(2.7))
     pools = residual_pools(_trial_frame([[0.0, hiccup], [0.01, -0.01], [-0.02, 0.02]]))[0]
-    residuals = trial_residuals(pools, np.zeros(3))
+    residuals = resampled(pools, np.zeros(3))[1]
     assert residuals.size == 6
     assert residuals[-1] == pytest.approx(hiccup)
     assert residuals[0] == pytest.approx(-0.02)
@@ -75,7 +75,7 @@ def test_a_hiccup_in_a_cell_of_two_keeps_its_whole_excess():
 
 def test_trials_slow_together_are_a_shift_of_their_cell_not_their_own():
     pools = residual_pools(_trial_frame([[SLOW + 0.01, SLOW, SLOW + 0.02], [0.0, 0.01, -0.01]]))[0]
-    residuals = trial_residuals(pools, np.zeros(2))
+    residuals = resampled(pools, np.zeros(2))[1]
     assert np.abs(residuals).max() == pytest.approx(0.02)
 
 
