@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 import regimes
 from regimes.errors import RegimesInputError
@@ -399,7 +400,8 @@ def test_history_anomalies_takes_a_result_or_the_table_alike():
     report = detect(sweep)
     from_table = history_anomalies(report, sweep)
     from_result = history_anomalies(report, history_effect(sweep))
-    assert from_table.equals(from_result)
+    # Equal up to float rounding: polars' group-by median may sum in another order.
+    assert_frame_equal(from_table, from_result)
     with pytest.raises(RegimesInputError, match="call history_effect with the report's x"):
         history_anomalies(report, history_effect(sweep, x="total_tokens"))
 
