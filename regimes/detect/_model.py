@@ -47,7 +47,7 @@ from regimes.detect._sensitivity import (
     CurveNoise,
     curve_sensitivities,
 )
-from regimes.detect._trials import Pools, resampled
+from regimes.detect._trials import Pools, median_draws
 
 __all__ = [
     "KMAX",
@@ -190,43 +190,6 @@ def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarra
     return class_maxima(z, classes), class_maxima(z0, classes)
 
 
-def _noise_draws(
-    c: CurveInput, trend: np.ndarray, b: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cell medians of resampled processes and trials, centred per cell ``(b, T)``.
-
-    Each of the cell's processes draws a deviation from the curve's process residuals
-    (:func:`~regimes.detect._trials.resampled`, about its fitted ``trend``), each of
-    its trials one of the trials' own deviations; the cell level is the median of its
-    trials, as for the data. Returns the medians and their variances.
-    """
-    t, p = c.n.size, c.pools
-    events, residuals = resampled(p, trend)
-    if residuals.size < 2 and events.size < 2:
-        return np.zeros((b, t)), np.zeros(t)
-    sizes = p.block_size
-    total = int(sizes.sum())
-    values = np.zeros((b, total))
-    if residuals.size >= 2:
-        values += residuals[rng.integers(0, residuals.size, size=(b, total))]
-    if events.size >= 2:
-        effect = events[rng.integers(0, events.size, size=(b, sizes.size))]
-        values += np.repeat(effect, sizes, axis=1)
-    cell_of = np.repeat(p.block_cell, sizes)
-    width = int(np.bincount(cell_of, minlength=t).max())
-    first = np.searchsorted(cell_of, np.arange(t))
-    slot = np.arange(total) - first[cell_of]
-    grid = np.full((b, t, width), np.inf)
-    grid[:, cell_of, slot] = values
-    grid.sort(axis=2)
-    n = np.bincount(cell_of, minlength=t)
-    lo = grid[:, np.arange(t), (n - 1) // 2]
-    hi = grid[:, np.arange(t), n // 2]
-    medians = 0.5 * (lo + hi)
-    medians -= medians.mean(axis=0, keepdims=True)
-    return medians, medians.var(axis=0)
-
-
 def _draws(
     c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options, part: int
 ) -> np.ndarray:
@@ -239,7 +202,7 @@ def _draws(
     are made with).
     """
     rng = np.random.default_rng(np.random.SeedSequence((*c.seed, part)))
-    medians, var = _noise_draws(c, fit.trend[row], o.n_boot, rng)
+    medians, var = median_draws(c.pools, c.n.size, fit.trend[row], o.n_boot, rng)
     sigma = max(float(fit.sigma[row]), scale)
     tau = float(np.sqrt(max(0.0, sigma**2 - float(var.mean()))))
     return medians + rng.normal(0.0, tau, size=medians.shape)

@@ -33,6 +33,7 @@ __all__ = [
     "FIRST_TRIAL_LEVEL",
     "Adjusted",
     "Pools",
+    "median_draws",
     "process_deviations",
     "resampled",
     "adjust_trials",
@@ -379,6 +380,42 @@ def resampled(pools: Pools, trend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cell = pools.block_cell[pools.trial_block]
     d = pools.trial_value - trend[cell] - own[pools.trial_block]
     return events, np.sort(_less_shared_shift(d, cell)) if d.size else d
+
+
+def median_draws(
+    p: Pools, t: int, trend: np.ndarray, b: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cell medians of resampled processes and trials, centred per cell ``(b, t)``.
+
+    Each of the cell's processes draws a deviation from the curve's process residuals
+    (:func:`resampled`, about its fitted ``trend``), each of its trials one of the
+    trials' own deviations; the cell level is the median of its trials, as for the
+    data. Returns the medians and their variances.
+    """
+    events, residuals = resampled(p, trend)
+    if residuals.size < 2 and events.size < 2:
+        return np.zeros((b, t)), np.zeros(t)
+    sizes = p.block_size
+    total = int(sizes.sum())
+    values = np.zeros((b, total))
+    if residuals.size >= 2:
+        values += residuals[rng.integers(0, residuals.size, size=(b, total))]
+    if events.size >= 2:
+        effect = events[rng.integers(0, events.size, size=(b, sizes.size))]
+        values += np.repeat(effect, sizes, axis=1)
+    cell_of = np.repeat(p.block_cell, sizes)
+    width = int(np.bincount(cell_of, minlength=t).max())
+    first = np.searchsorted(cell_of, np.arange(t))
+    slot = np.arange(total) - first[cell_of]
+    grid = np.full((b, t, width), np.inf)
+    grid[:, cell_of, slot] = values
+    grid.sort(axis=2)
+    n = np.bincount(cell_of, minlength=t)
+    lo = grid[:, np.arange(t), (n - 1) // 2]
+    hi = grid[:, np.arange(t), n // 2]
+    medians = 0.5 * (lo + hi)
+    medians -= medians.mean(axis=0, keepdims=True)
+    return medians, medians.var(axis=0)
 
 
 def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
