@@ -1,8 +1,8 @@
 r"""Greedy forward selection of intervals, for many sets of rows on their own smoothers.
 
 Each step adds to every row the interval :math:`z` that reduces its residual sum of
-squares most, :math:`(z^\top A_Z r)^2 / z^\top A_Z z`, and the number of steps kept
-minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (the maths:
+squares most, :math:`(z^\top A_Z r)^2 / z^\top A_Z z`, until an interval no longer
+lowers :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (the maths:
 :mod:`regimes._stats.scan`).
 
 A fit offers a row to several smoothers (each its own first choice, then every other
@@ -228,6 +228,21 @@ def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -
     return s._replace(sums=[*s.sums, sums], explained=explained)
 
 
+def _bic(rss: np.ndarray, trace: np.ndarray, k: np.ndarray, t: int, h2: float) -> np.ndarray:
+    r""":math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2`, :math:`\nu_k` = trace - k (at least 1)."""
+    spare = np.maximum(trace - k, 1.0)
+    return t * np.log(np.maximum(rss / spare, TINY * TINY)) + h2 * k
+
+
+def _improved(
+    rss: np.ndarray, s: _State, trace: np.ndarray, step: int, t: int, h2: float
+) -> np.ndarray:
+    """Whether each live row's interval of ``step`` lowered its BIC."""
+    ks = np.array([step, step + 1])
+    bic = _bic(rss[s.live, step : step + 2], trace[s.group][:, None], ks[None, :], t, h2)
+    return bic[:, 1] < bic[:, 0]
+
+
 def _select_together(
     parts: list[tuple[np.ndarray, Grid]], h2: float, kmax: int, work: Scratch
 ) -> np.ndarray:
@@ -248,12 +263,13 @@ def _select_together(
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         for step in range(int(steps.max())):
             s = _step(s, c, step, chosen, rss)
+            # forward selection stops a row where its last interval did not lower BIC
+            # (the criterion's minimum is then behind it)
+            s = _keep(s, _improved(rss, s, trace, step, t, h2)) if s.live.size else s
             if s.live.size == 0:
                 break
     k = np.arange(kmax + 1)[None, :]
-    spare = np.maximum(trace[group][:, None] - k, 1.0)
-    bic = t * np.log(np.maximum(rss / spare, TINY * TINY)) + h2 * k
-    keep = np.argmin(bic, axis=1)
+    keep = np.argmin(_bic(rss, trace[group][:, None], k, t, h2), axis=1)
     chosen[np.arange(kmax)[None, :] >= keep[:, None]] = -1
     return chosen
 
@@ -267,8 +283,11 @@ def select(
     number kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (``h2``:
     the penalty of one interval; :math:`\nu_k` the residual degrees of freedom left,
     which a short grid runs out of), with at most one interval per three residual
-    degrees of freedom of the trend (at least one). Rows leave once nothing can enter
-    their model.
+    degrees of freedom of the trend (at least one). A row stops at the first interval
+    that does not lower the criterion, or once nothing can enter its model: forward
+    selection with BIC as its stopping rule, which drops the rare path whose criterion
+    falls again after rising (in ``bench/trust.py`` no recall or null rate moved by
+    more than one curve in 100) for a quarter of the selection's time.
 
     Parameters
     ----------
