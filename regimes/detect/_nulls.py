@@ -59,12 +59,12 @@ def class_p(value: float, maxima: np.ndarray, c: int) -> float:
     """P(largest ``z`` of width class ``c`` >= value), from the draws' maxima ``(B, C)``.
 
     A class's largest ``z`` never exceeds a draw's largest over every class, so the
-    tail of the latter bounds the class's from above: where too few draws selected in
-    the class for a tail fit of its own, the smaller of the class's count p-value and
-    that bound is used. Without the bound the count alone set a floor, 3/(n_boot + 1)
-    once multiplied by the classes, under regimes far beyond every draw (the published
-    plateau 512..624 had p = 0.015); the count keeps a regime below the single cells'
-    largest ``z`` from being held to their bar.
+    tail of the latter bounds the class's from above, and the smaller of the class's
+    own estimate and that bound is used. The bound matters where too few draws selected
+    in the class for a tail fit of its own: the count alone then set a floor,
+    3/(n_boot + 1) once multiplied by the classes, under regimes far beyond every draw
+    (the published plateau 512..624 had p = 0.015). The class's own estimate keeps a
+    regime below the single cells' largest ``z`` from being held to their bar.
     """
     own = _tail_p(value, maxima[:, c])
     return min(own, _tail_p(value, maxima.max(axis=1)))
