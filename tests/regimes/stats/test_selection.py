@@ -1,0 +1,70 @@
+"""Forward selection of intervals: greedy, stopped at the first step that does not lower BIC."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from regimes._stats.intervals import candidate_intervals
+from regimes._stats.scan import _grid, _indicators, selection_threshold
+from regimes._stats.selection import Grid, scratch, select
+from regimes._stats.smoother import smoother_for
+
+T = 24
+KMAX = 4
+
+
+def _setup() -> tuple[np.ndarray, Grid]:
+    a = smoother_for(np.log(16.0 * np.arange(1, T + 1))).residual[0]
+    return a, _grid(a, candidate_intervals(T), _indicators(T), False)
+
+
+def _rss(levels: np.ndarray, a: np.ndarray, chosen: list[int]) -> float:
+    """Residual sum of squares of the trend plus the chosen intervals, by least squares."""
+    total = float(levels @ a @ levels)
+    if not chosen:
+        return total
+    starts, ends = candidate_intervals(T)
+    cells = np.arange(T)[:, None]
+    z = ((cells >= starts[chosen]) & (cells <= ends[chosen])).astype(float)
+    azl, zaz = z.T @ a @ levels, z.T @ a @ z
+    return total - float(azl @ np.linalg.solve(zaz, azl))
+
+
+def _bic(rss: float, trace: float, k: int, h2: float) -> float:
+    return T * np.log(rss / max(trace - k, 1.0)) + h2 * k
+
+
+def test_selection_stops_at_the_first_interval_that_does_not_lower_bic():
+    a, grid = _setup()
+    rng = np.random.default_rng(0)
+    levels = rng.normal(0.0, 0.05, size=(200, T))
+    # a bump and one of either sign right after it: on such rows the criterion can rise
+    # at one interval and fall again at the next (7 of these 200), where running the
+    # whole path and keeping its minimum selects more
+    for row in levels:
+        s, w = rng.integers(2, T - 8), rng.integers(1, 4)
+        row[s : s + w] += rng.normal(0.0, 0.12)
+        row[s + w : s + 2 * w] += rng.normal(0.0, 0.12)
+    h2 = selection_threshold(T, 2.0) ** 2
+    work = scratch(levels.shape[0], grid.zaz.size, KMAX)
+    kept = select([(levels, grid)], h2, KMAX, work)[0]
+    # a reward instead of a penalty: every step lowers the criterion, the whole path
+    path = select([(levels, grid)], -1e9, KMAX, work)[0]
+    trace = float(np.trace(a))
+    cap = min(KMAX, max(1, int((trace - 1.0) // 3)))
+    for row in range(levels.shape[0]):
+        steps = [int(c) for c in path[row] if c >= 0][:cap]
+        bic = [_bic(_rss(levels[row], a, steps[:k]), trace, k, h2) for k in range(len(steps) + 1)]
+        stop = next((k for k in range(len(steps)) if bic[k + 1] >= bic[k]), len(steps))
+        assert [int(c) for c in kept[row] if c >= 0] == steps[:stop]
+
+
+def test_a_clear_spike_is_selected_and_nothing_else():
+    a, grid = _setup()
+    levels = np.random.default_rng(5).normal(0.0, 0.02, size=(1, T))
+    levels[0, 9:11] += 0.5
+    h2 = selection_threshold(T, 2.0) ** 2
+    chosen = select([(levels, grid)], h2, KMAX, scratch(1, grid.zaz.size, KMAX))[0][0]
+    starts, ends = candidate_intervals(T)
+    picked = [(int(starts[c]), int(ends[c])) for c in chosen if c >= 0]
+    assert picked == [(9, 10)]
