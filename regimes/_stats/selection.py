@@ -287,9 +287,9 @@ def select(
     the criterion, or once nothing can enter its model: BIC as forward selection's
     stopping rule. Running every path to ``kmax`` and keeping the criterion's minimum
     also caught the paths whose criterion falls again after rising, at 1.5 to 2 times
-    the time of a whole detection: 7 of 200 noise rows that hold a bump with another of either sign right after
-    it (``tests/regimes/stats/test_selection.py``); no recall or null rate of
-    ``bench/trust.py`` moved by more than one curve in 100.
+    the time of a whole detection: 7 of 200 noise rows that hold a bump with another
+    of either sign right after it (``tests/regimes/stats/test_selection.py``); no
+    recall or null rate of ``bench/trust.py`` moved by more than one curve in 100.
 
     Parameters
     ----------

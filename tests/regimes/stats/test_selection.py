@@ -1,4 +1,4 @@
-"""Forward selection of intervals: greedy, stopped at the first step that does not lower BIC."""
+"""Forward selection of intervals: greedy, stopped where an interval does not lower BIC."""
 
 from __future__ import annotations
 
