@@ -34,14 +34,16 @@ from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Smoother, choose_knots, smoother_for
-from regimes.detect._nulls import class_maxima, class_p, t_sf, threshold
+from regimes.detect._nulls import class_maxima, class_p, first_stage, settled, t_sf, threshold
 from regimes.detect._regimes import (
     KMAX,
+    WIDTH_CLASSES,
     canonical,
     classes_on,
     spread,
     width_class,
 )
+from regimes.detect._scan import scan_maxima
 from regimes.detect._sensitivity import (
     SENSITIVITY_WIDTHS,
     CurveNoise,
@@ -240,13 +242,13 @@ def _scaled_maxima(gauss: _Gauss, sigma: float, o: _Options) -> np.ndarray:
     return class_maxima(z, classes)
 
 
-def _resample(
+def _draw_levels(
     curves: list[CurveInput], fit: RowFit, rows: list[int], sm: Smoother, o: _Options, part: int
-) -> RowFit:
-    """Fit ``n_boot`` draws of each curve in ``rows``.
+) -> np.ndarray:
+    """``n_boot`` draws of the levels of each curve in ``rows``, stacked by curve.
 
-    Under its fitted null (``part`` 0: the trend alone, fitted as the data are) or its
-    fitted model (1: trend and regimes, the trend's flexibility held at the curve's).
+    Under its fitted null (``part`` 0: the trend alone) or its fitted model (1: trend
+    and regimes).
     """
     t = sm.size
     levels = np.stack([curves[i].level for i in rows])
@@ -258,11 +260,7 @@ def _resample(
     for k, i in enumerate(rows):
         noise = _draws(curves[i], fit, i, float(scale[k]), o, part)
         stacked.append((fit.trend[i] if part == 0 else fitted[k]) + noise)
-    # the model's draws hold the trend's flexibility at the curve's own: the bounds say
-    # where a regime starts given the trend, and a draw whose trend took the regime in
-    # holds no onset to count (docs/method.md, section 5)
-    held = None if part == 0 else np.repeat(fit.which[rows], o.n_boot)
-    return fit_rows(np.concatenate(stacked), sm, o.h, KMAX, held)
+    return np.concatenate(stacked)
 
 
 def _within(c: CurveInput) -> float:
@@ -285,7 +283,7 @@ def _slice(fit: RowFit, start: int, stop: int) -> RowFit:
 
 def _tested_regimes(
     regimes: list[tuple[int, int, float, float]],
-    nulls: tuple[np.ndarray, np.ndarray],
+    nulls: np.ndarray,
     df: float,
     t: int,
     o: _Options,
@@ -300,8 +298,8 @@ def _tested_regimes(
     for regime in regimes:
         c = int(width_class(np.array(regime[1] - regime[0] + 1)))
         tested, z, z0 = _statistics(regime[2], regime[3], o)
-        p = max(t_sf(z, df), class_p(z, nulls[0], c)) if tested else 1.0
-        p_change = max(t_sf(z0, df), class_p(z0, nulls[1], c))
+        p = max(t_sf(z, df), class_p(z, nulls[:, 0], c, nulls[:, 2])) if tested else 1.0
+        p_change = max(t_sf(z0, df), class_p(z0, nulls[:, 1], c, nulls[:, 3]))
         bounds = (regime[0], regime[0], regime[1], regime[1])
         p, p_change = min(1.0, classes * p), min(1.0, classes * p_change)
         out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, None))
@@ -397,7 +395,7 @@ def _fit_curves(
     differences = difference_scale(sm.u, levels - raw.trend)
     noise = np.maximum(raw.sigma, differences)
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
-    nulls = _null_maxima(curves, raw, rows, sampling, sm, o)
+    nulls = _null_maxima(curves, raw, fit, rows, sampling, sm, o)
     tested_with_noise = [
         _curve_model(
             c, fit, i, sm, _Noise(noise[i], sampling[i], differences[i]), nulls.get(i), gauss, o
@@ -429,20 +427,56 @@ def _hinge(
 def _null_maxima(
     curves: list[CurveInput],
     raw: RowFit,
+    fit: RowFit,
     rows: list[int],
     sampling: np.ndarray,
     sm: Smoother,
     o: _Options,
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per resampled curve, the largest TREAT ``z`` and ``|z0|`` of each null draw."""
+) -> dict[int, np.ndarray]:
+    """Per resampled curve, its null draws' largest statistics (:func:`_fitted_maxima`).
+
+    In two stages: every curve's ``n_boot`` draws are made and the first
+    :func:`~regimes.detect._nulls.first_stage` of them fitted; a curve whose p-values
+    those draws already settle (``fit``'s regimes, :func:`~regimes.detect._nulls.settled`)
+    keeps them alone, and the others get the rest fitted too (docs/method.md, section 4).
+    """
     if not rows:
         return {}
-    drawn = _resample(curves, raw, rows, sm, o, 0)
-    null = _moderated(drawn, np.repeat(sampling[rows], o.n_boot))
     b = o.n_boot
-    return {
-        i: _row_maxima(_slice(null, k * b, (k + 1) * b), sm.size, o) for k, i in enumerate(rows)
-    }
+    levels = _draw_levels(curves, raw, rows, sm, o, 0)
+    sampled = np.repeat(sampling[rows], b)
+    b1 = first_stage(b)
+    first = np.tile(np.arange(b) < b1, len(rows))
+    maxima = np.empty((first.size, 4, WIDTH_CLASSES))
+    maxima[first] = _fitted_maxima(levels[first], sampled[first], sm, o)
+    drawn = [
+        b1 if settled(_p_values(fit, i, maxima[k * b :][:b1], sm.size, o), o.alpha) else b
+        for k, i in enumerate(rows)
+    ]
+    rest = np.repeat(np.array(drawn) > b1, b) & ~first
+    if rest.any():
+        maxima[rest] = _fitted_maxima(levels[rest], sampled[rest], sm, o)
+    return {i: maxima[k * b :][: drawn[k]] for k, i in enumerate(rows)}
+
+
+def _fitted_maxima(
+    levels: np.ndarray, sampling: np.ndarray, sm: Smoother, o: _Options
+) -> np.ndarray:
+    """Fit null draws as the data are; per draw the largest statistics per class.
+
+    ``(K, 4, C)``: among the selected regimes the largest TREAT ``z`` and ``z0``, and
+    among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same two.
+    """
+    fit = _moderated(fit_rows(levels, sm, o.h, KMAX), sampling)
+    sign = {"up": 1.0, "down": -1.0}.get(o.direction, 0.0)
+    scanned = scan_maxima(levels, sm, fit.which, fit.sigma, o.tau0, sign)
+    return np.stack([*_row_maxima(fit, sm.size, o), *scanned], axis=1)
+
+
+def _p_values(fit: RowFit, row: int, nulls: np.ndarray, t: int, o: _Options) -> list[float]:
+    """Every p-value of the row's regimes, tested on the null maxima ``nulls``."""
+    tested = _tested_regimes(_regimes_of(fit, row, t), nulls, float(fit.df[row]), t, o)
+    return [p for r in tested for p in (r.p_value, r.p_change)]
 
 
 def _add_spread(
@@ -461,7 +495,11 @@ def _add_spread(
     ]
     if not rows:
         return
-    drawn = _resample(curves, raw, rows, sm, o, 1)
+    # the model's draws hold the trend's flexibility at the curve's own: the bounds say
+    # where a regime starts given the trend, and a draw whose trend took the regime in
+    # holds no onset to count (docs/method.md, section 5)
+    held = np.repeat(raw.which[rows], o.n_boot)
+    drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held)
     model = _moderated(drawn, np.repeat(sampling[rows], o.n_boot))
     b = o.n_boot
     for k, i in enumerate(rows):
@@ -500,7 +538,7 @@ def _curve_model(
     i: int,
     sm: Smoother,
     noise: _Noise,
-    nulls: tuple[np.ndarray, np.ndarray] | None,
+    nulls: np.ndarray | None,
     gauss: _Gauss | None,
     o: _Options,
 ) -> tuple[CurveModel, CurveNoise]:
@@ -512,7 +550,7 @@ def _curve_model(
     level = o.alpha / classes_on(t)
     if nulls is not None:
         tested = _tested_regimes(regimes, nulls, df, t, o)
-        q = threshold(nulls[0], level)
+        q = threshold(nulls[:, 0], level)
     else:
         assert gauss is not None
         q = threshold(_scaled_maxima(gauss, noise.sigma, o), level)

@@ -13,10 +13,24 @@ from scipy import special
 
 from regimes.detect._regimes import WIDTH_CLASSES
 
-__all__ = ["class_maxima", "class_p", "t_sf", "threshold"]
+__all__ = ["FIRST_STAGE", "class_maxima", "class_p", "first_stage", "settled", "t_sf", "threshold"]
 
 _EXACT_COUNT = 10
 """Draws at least as extreme below which a p-value comes from the fitted tail."""
+
+FIRST_STAGE = 50
+"""Null draws a curve is first tested on (:func:`first_stage`)."""
+
+_SETTLED_BELOW = 0.01
+"""Share of ``alpha`` under which a p-value of the first stage is settled."""
+
+_SETTLED_ABOVE = 0.5
+"""P-value at or above which one of the first stage is settled.
+
+On a grid of three width classes it is a count of at least 8 in 50 draws (more on one
+of fewer), where a p-value significant after Bonferroni (under ``alpha / 3`` per class)
+expects under 1: a chance of 1.7e-6 at ``alpha`` 0.05.
+"""
 
 
 def class_maxima(z: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -55,7 +69,7 @@ def _tail_p(value: float, maxima: np.ndarray) -> float:
     return float(min(exact, max(tail, count / (b + 1), 1e-300)))
 
 
-def class_p(value: float, maxima: np.ndarray, c: int) -> float:
+def class_p(value: float, maxima: np.ndarray, c: int, scanned: np.ndarray) -> float:
     """P(largest ``z`` of width class ``c`` >= value), from the draws' maxima ``(B, C)``.
 
     A class's largest ``z`` never exceeds a draw's largest over every class, so the
@@ -65,9 +79,32 @@ def class_p(value: float, maxima: np.ndarray, c: int) -> float:
     3/(n_boot + 1) once multiplied by the classes, under regimes far beyond every draw
     (the published plateau 512..624 had p = 0.015). The class's own estimate keeps a
     regime below the single cells' largest ``z`` from being held to their bar.
+
+    Beyond every draw's selected regimes, where the count leaves ``1/(B + 1)``, the
+    tail of the class's largest ``z`` over every interval, selected or not
+    (``scanned``, :mod:`regimes.detect._scan`), bounds it further: it exists in every
+    draw, so its tail is fitted even where the draws select too rarely for their own.
     """
-    own = _tail_p(value, maxima[:, c])
-    return min(own, _tail_p(value, maxima.max(axis=1)))
+    overall = maxima.max(axis=1)
+    p = min(_tail_p(value, maxima[:, c]), _tail_p(value, overall))
+    if not np.any(overall >= value):
+        p = min(p, _tail_p(value, scanned[:, c]))
+    return p
+
+
+def first_stage(n_boot: int) -> int:
+    """Null draws of a curve's first stage: :data:`FIRST_STAGE`, or all if that is half or more."""
+    return FIRST_STAGE if n_boot >= 2 * FIRST_STAGE else n_boot
+
+
+def settled(p_values: list[float], alpha: float) -> bool:
+    """Whether every p-value of a curve's first stage is far from ``alpha``, on either side.
+
+    Under ``alpha`` times :data:`_SETTLED_BELOW` (more draws would move a tail fit's
+    estimate, not the verdict), or at least :data:`_SETTLED_ABOVE` (a count; Besag and
+    Clifford, 1991). Such a curve keeps its first-stage draws alone.
+    """
+    return all(p <= alpha * _SETTLED_BELOW or p >= _SETTLED_ABOVE for p in p_values)
 
 
 def threshold(maxima: np.ndarray, alpha: float) -> np.ndarray:
