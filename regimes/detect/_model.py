@@ -306,11 +306,13 @@ def _tested_regimes(
     return out
 
 
-def _with_spread(regimes: list[Regime], model: RowFit, t: int, level: float) -> list[Regime]:
+def _with_spread(
+    regimes: list[Regime], model: RowFit, t: int, level: float, df: float
+) -> list[Regime]:
     """Return the regimes with their onset, end and delta spread over the model's draws."""
     out = []
     for r in regimes:
-        bounds, boot = spread(model, t, (r.start, r.end, r.delta, r.se), level)
+        bounds, boot = spread(model, t, (r.start, r.end, r.delta, r.se), level, df)
         out.append(r._replace(bounds=bounds, boot_delta=boot))
     return out
 
@@ -505,7 +507,7 @@ def _add_spread(
     for k, i in enumerate(rows):
         own = _slice(model, k * b, (k + 1) * b)
         models[i] = models[i]._replace(
-            regimes=_with_spread(models[i].regimes, own, sm.size, o.level)
+            regimes=_with_spread(models[i].regimes, own, sm.size, o.level, models[i].df)
         )
 
 

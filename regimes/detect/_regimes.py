@@ -8,6 +8,7 @@ every stage that reads a fit reads them from here.
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from regimes._stats.intervals import START_CELLS, as_step, candidate_intervals
 from regimes._stats.scan import RowFit
@@ -52,14 +53,17 @@ def canonical(fit: RowFit, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def spread(
-    found: RowFit, t: int, regime: tuple[int, int, float, float], level: float
+    found: RowFit, t: int, regime: tuple[int, int, float, float], level: float, df: float
 ) -> tuple[tuple[int, int, int, int], tuple[float, float] | None]:
     """Bounds on a regime's onset and end, and its delta's basic interval, over draws.
 
     The draws are made under the fitted model, so their regime's delta spreads around
     the estimate as the estimate spreads around the truth, selection's bias included:
     the basic interval ``2 delta - q_hi .. 2 delta - q_lo`` (Davison and Hinkley, 1997,
-    section 5.2) turns that spread back. It is ``None`` where fewer draws than
+    section 5.2) turns that spread back, widened about ``delta`` by
+    :math:`t_{df}/z` at the interval's level: the draws take the cell noise as known,
+    while the curve estimated it on ``df`` degrees of freedom (Hesterberg's expanded
+    percentile interval, 2015). It is ``None`` where fewer draws than
     :func:`regimes.data.schema.n_boot_floor` found the regime (a quantile of so few is
     not an interval); it never leaves out the estimate itself.
     """
@@ -82,4 +86,8 @@ def spread(
     if rows.size < n_boot_floor(level):
         return bounds, None
     q_lo, q_hi = np.quantile(d[rows, best[rows]], [lo, hi])
-    return bounds, (min(2.0 * delta - q_hi, delta), max(2.0 * delta - q_lo, delta))
+    # the draws take the curve's noise as known; its estimate rests on df degrees of
+    # freedom, so the spread is widened as a t quantile widens a normal one
+    widen = float(special.stdtrit(df, hi) / special.ndtri(hi))
+    low, high = delta - widen * (q_hi - delta), delta + widen * (delta - q_lo)
+    return bounds, (min(low, delta), max(high, delta))

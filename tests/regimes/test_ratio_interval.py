@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import regimes
 from regimes import RegimesInputError, detect_regimes
@@ -59,17 +60,29 @@ def test_the_basic_interval_turns_the_draws_bias_back(monkeypatch: pytest.Monkey
     # moves up by as much, and still holds the estimate
     deltas = 0.9 + np.linspace(-0.2, 0.2, 400)
     _draws(monkeypatch, deltas)
-    bounds, interval = _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95)  # type: ignore[arg-type]
+    bounds, interval = _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 1e9)  # type: ignore[arg-type]
     q_lo, q_hi = np.quantile(deltas, [0.025, 0.975])
     assert bounds == (3, 3, 5, 5)
     assert interval == pytest.approx((2.0 - q_hi, 2.0 - q_lo))
     assert interval[0] <= 1.0 <= interval[1]
 
 
+def test_the_interval_widens_as_t_for_a_noise_estimated_on_few_df(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deltas = 0.9 + np.linspace(-0.2, 0.2, 400)
+    _draws(monkeypatch, deltas)
+    known = _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 1e9)[1]  # type: ignore[arg-type]
+    few = _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 8.0)[1]  # type: ignore[arg-type]
+    assert known is not None and few is not None
+    widen = stats.t.ppf(0.975, 8.0) / stats.norm.ppf(0.975)  # 1.18
+    assert few == pytest.approx((1.0 - widen * (1.0 - known[0]), 1.0 + widen * (known[1] - 1.0)))
+
+
 def test_too_few_matching_draws_give_no_bootstrap_interval(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _draws(monkeypatch, np.full(99, 1.0))  # n_boot_floor(0.95) is 100
-    assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95)[1] is None  # type: ignore[arg-type]
+    assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 20.0)[1] is None  # type: ignore[arg-type]
     _draws(monkeypatch, np.full(100, 1.0))
-    assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95)[1] == (1.0, 1.0)  # type: ignore[arg-type]
+    assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 20.0)[1] == (1.0, 1.0)  # type: ignore[arg-type]
