@@ -112,8 +112,9 @@ def _indicators(t: int) -> np.ndarray:
 
 
 def _grid(
-    a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray, hinged: bool
+    a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray, knot: int
 ) -> _Grid:
+    """Return what selection reads of smoother ``a``, hinged at ``knot`` (-1: unhinged)."""
     t = a.shape[0]
     starts, ends = intervals
     # stored as rows: gathering rows is cheaper than gathering columns
@@ -122,7 +123,14 @@ def _grid(
     p[1:, 1:] = np.cumsum(np.cumsum(a, axis=0), axis=1)
     e1 = ends + 1
     zaz = p[e1, e1] - p[starts, e1] - p[e1, starts] + p[starts, starts]
-    return _Grid(a, a_cols, zaz, _TINY * zaz + _TINY, p, starts, ends, z, hinged)
+    floor = _TINY * zaz + _TINY
+    if knot >= 0:
+        # a regime from the knot or the cell after it, beside a hinge there, is a hinge a
+        # cell away (or a step) read as two parts: a hinged trend never holds one
+        near = (starts == knot) | (starts == knot + 1)
+        near |= (starts == 0) & ((ends == knot - 1) | (ends == knot))  # their complements
+        floor = np.where(near, np.inf, floor)
+    return _Grid(a, a_cols, zaz, floor, p, starts, ends, z, knot >= 0)
 
 
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
@@ -443,7 +451,7 @@ def fit_rows(
     """
     intervals = candidate_intervals(sm.size)
     z = _indicators(sm.size)
-    grids = [_grid(a, intervals, z, bool(h)) for a, h in zip(sm.residual, sm.hinged, strict=True)]
+    grids = [_grid(a, intervals, z, int(k)) for a, k in zip(sm.residual, sm.knots, strict=True)]
     st = _stack(grids)
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages

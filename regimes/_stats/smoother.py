@@ -77,17 +77,23 @@ class Smoother:
     residual : numpy.ndarray
         :math:`A_\lambda = I - S_\lambda` for each, ``(L, T, T)``, symmetric.
     knot : int or None
-        The cell whose second difference the hinged smoothers leave unpenalised
-        (:func:`choose_knots`); None: no hinged smoothers.
-    hinged : numpy.ndarray
-        Whether each smoother is hinged at ``knot``, ``(L,)``.
+        The knot :func:`choose_knots` chose; None: no hinged smoothers.
+    knots : numpy.ndarray
+        The knot of each smoother, ``(L,)``, -1 where unhinged: the ladder hinged at
+        ``knot`` and at each neighbour that leaves :data:`KNOT_MARGIN` cells on either
+        side.
     """
 
     u: np.ndarray
     edf: np.ndarray
     residual: np.ndarray
     knot: int | None
-    hinged: np.ndarray
+    knots: np.ndarray
+
+    @property
+    def hinged(self) -> np.ndarray:
+        """Whether each smoother is hinged, ``(L,)``."""
+        return self.knots >= 0
 
     @property
     def size(self) -> int:
@@ -97,7 +103,7 @@ class Smoother:
     def at_least(self, which: int) -> Smoother:
         """Return the smoothers at least as flexible as smoother ``which``."""
         return Smoother(
-            self.u, self.edf[which:], self.residual[which:], self.knot, self.hinged[which:]
+            self.u, self.edf[which:], self.residual[which:], self.knot, self.knots[which:]
         )
 
     def trend(self, levels: np.ndarray, which: np.ndarray) -> np.ndarray:
@@ -173,15 +179,19 @@ def _hinged(u_key: tuple[float, ...], knot: int) -> np.ndarray:
 def _cached(u_key: tuple[float, ...], knot: int | None) -> Smoother:
     u = _scaled(u_key)
     residual, edf, _ = _ladder(u_key)
-    hinged = np.zeros(edf.size, dtype=bool)
+    knots = np.full(edf.size, -1)
     if knot is not None:
-        extra = _hinged(u_key, knot)
-        residual = np.concatenate([residual, extra])
-        edf = np.concatenate([edf, u.size - np.trace(extra, axis1=1, axis2=2)])
-        hinged = np.concatenate([hinged, np.ones(extra.shape[0], dtype=bool)])
+        # a knot's place is a parameter of the joint choice too: the robust choice of
+        # it may leave the first cell of the steeper slope out, one cell late
+        near = [k for k in (knot - 1, knot, knot + 1) if KNOT_MARGIN <= k < u.size - KNOT_MARGIN]
+        extra = [_hinged(u_key, k) for k in near]
+        residual = np.concatenate([residual, *extra])
+        traces = [u.size - np.trace(e, axis1=1, axis2=2) for e in extra]
+        edf = np.concatenate([edf, *traces])
+        knots = np.concatenate([knots, np.repeat(near, [e.shape[0] for e in extra])])
     residual = np.ascontiguousarray(residual)
     residual.setflags(write=False)
-    return Smoother(u=u, edf=edf, residual=residual, knot=knot, hinged=hinged)
+    return Smoother(u=u, edf=edf, residual=residual, knot=knot, knots=knots)
 
 
 def _key(u: np.ndarray) -> tuple[float, ...]:
@@ -239,8 +249,9 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[int | None]:
     \mathrm{edf} \log T`, robustly (the squared median absolute residual for the mean
     square, so that a spike does not choose it), is the row's knot; None where the
     slope grows at no knot. This chooses where a hinge would be, not whether: the
-    joint choice offers the hinged smoothers beside the others, at
-    :data:`KNOT_PRICE` degrees of freedom. Kept only where it beat every smoother
+    joint choice offers the smoothers hinged there and at either neighbour (the robust
+    score may place the knot a cell late) beside the others, at :data:`KNOT_PRICE`
+    degrees of freedom. Kept only where it beat every smoother
     without one here, a hinge lost to a flexible trend that the joint choice then
     passed over for a stiff one and a step (docs/method.md, section 2).
     """

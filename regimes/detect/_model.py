@@ -410,7 +410,8 @@ def _fit_curves(
         m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
         for i, (m, c) in enumerate(zip(models, curves, strict=True))
     ]
-    unhinged = np.where(sm.hinged[raw.which], raw.which - int(np.sum(~sm.hinged)), raw.which)
+    ladder = int(np.sum(~sm.hinged))
+    unhinged = np.where(sm.hinged[raw.which], (raw.which - ladder) % ladder, raw.which)
     return models, unhinged, noise, [own for _, own in tested_with_noise]
 
 
@@ -418,9 +419,9 @@ def _hinge(
     u: np.ndarray, trend: np.ndarray, sm: Smoother, which: int
 ) -> tuple[int, float, float] | None:
     """Return the knot of a hinged trend and the trend's mean slopes in ``u`` on either side."""
-    if sm.knot is None or not sm.hinged[which]:
+    if not sm.hinged[which]:
         return None
-    k = sm.knot
+    k = int(sm.knots[which])
     before = (trend[k] - trend[0]) / (u[k] - u[0])
     after = (trend[-1] - trend[k]) / (u[-1] - u[k])
     return k, float(before), float(after)

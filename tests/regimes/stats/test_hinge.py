@@ -33,17 +33,25 @@ def test_the_regressor_is_flat_to_its_knot_then_levels_off() -> None:
 def test_the_partial_spline_leaves_nothing_of_its_hinge_or_a_line() -> None:
     u = np.log(BUDGETS)
     sm = smoother_for(u, 4)
-    assert sm.hinged.sum() == sm.hinged.size // 2
-    f = hinge_regressor(u, 4)
-    for a in sm.residual[sm.hinged]:
-        np.testing.assert_allclose(a @ f, 0.0, atol=1e-8)
-        np.testing.assert_allclose(a @ (1.0 + 0.3 * u), 0.0, atol=1e-6)
-        np.testing.assert_allclose(a, a.T, atol=1e-12)
-    # the regressor adds at most one degree of freedom, all of one to the stiffest
-    # smoother (a line), less to flexible ones that could already follow part of it
-    extra = sm.edf[sm.hinged] - sm.edf[~sm.hinged]
-    assert np.all((extra > 0.0) & (extra <= 1.0 + 1e-9))
-    assert abs(extra[0] - 1.0) < 0.02
+    # the ladder, and the ladder hinged at the knot and at either neighbour
+    ladder = int(np.sum(~sm.hinged))
+    assert sm.knots[sm.hinged].tolist() == [3] * ladder + [4] * ladder + [5] * ladder
+    for knot in (3, 4, 5):
+        f = hinge_regressor(u, knot)
+        for a in sm.residual[sm.knots == knot]:
+            np.testing.assert_allclose(a @ f, 0.0, atol=1e-8)
+            np.testing.assert_allclose(a @ (1.0 + 0.3 * u), 0.0, atol=1e-6)
+            np.testing.assert_allclose(a, a.T, atol=1e-12)
+        # the regressor adds at most one degree of freedom, all of one to the stiffest
+        # smoother (a line), less to flexible ones that could already follow part of it
+        extra = sm.edf[sm.knots == knot] - sm.edf[~sm.hinged]
+        assert np.all((extra > 0.0) & (extra <= 1.0 + 1e-9))
+        assert abs(extra[0] - 1.0) < 0.05
+
+
+def test_a_knot_at_the_margin_has_the_neighbours_the_margin_allows() -> None:
+    sm = smoother_for(np.log(BUDGETS), 2)  # KNOT_MARGIN: two cells on either side
+    assert sorted(set(sm.knots[sm.hinged].tolist())) == [2, 3]
 
 
 def test_the_knot_is_found_where_the_slope_grows() -> None:

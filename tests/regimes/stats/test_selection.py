@@ -15,7 +15,7 @@ KMAX = 4
 
 def _setup() -> tuple[np.ndarray, Grid]:
     a = smoother_for(np.log(16.0 * np.arange(1, T + 1))).residual[0]
-    return a, _grid(a, candidate_intervals(T), _indicators(T), False)
+    return a, _grid(a, candidate_intervals(T), _indicators(T), -1)
 
 
 def _rss(levels: np.ndarray, a: np.ndarray, chosen: list[int]) -> float:
