@@ -16,7 +16,9 @@ bootstrap draws (docs/method.md, sections 2-5):
    curve again under its fitted null (the trend, the cells' own trials resampled, and a
    normal between-cell term for what the trials do not explain), fit every draw the same
    way, and compare each statistic with the largest one the draws selected among
-   regimes of its width class (:mod:`regimes.detect._nulls`);
+   regimes of its width class (:mod:`regimes.detect._nulls`), beyond every draw with
+   the largest over every interval (:mod:`regimes.detect._scan`); in two stages, the
+   first 50 draws settling the curves far from ``alpha`` on either side;
 5. draw it again under its fitted model (trend plus regimes) for the spread of each
    regime's onset, end and ratio;
 6. per curve, the sensitivity: the ratio over trend of a 1-, 2- or 4-cell spike that
