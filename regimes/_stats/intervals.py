@@ -43,6 +43,7 @@ __all__ = [
     "as_step",
     "candidate_intervals",
     "as_steps",
+    "interval_indicators",
     "side_by_side",
 ]
 
@@ -70,6 +71,18 @@ def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
     starts.setflags(write=False)
     ends.setflags(write=False)
     return starts, ends
+
+
+@lru_cache(maxsize=4)
+def interval_indicators(t: int) -> np.ndarray:
+    """Return the indicator columns ``(t, n)`` of the candidate intervals of ``t`` cells."""
+    # built once per grid length: every fit (each draw set, each power rung batch) needs
+    # it; few are kept, since a 300-cell grid's holds millions of entries
+    starts, ends = candidate_intervals(t)
+    cells = np.arange(t)[:, None]
+    z = ((cells >= starts[None, :]) & (cells <= ends[None, :])).astype(float)
+    z.setflags(write=False)
+    return z
 
 
 START_CELLS = 2

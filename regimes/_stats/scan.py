@@ -53,12 +53,16 @@ of a grid at once.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
-from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side
+from regimes._stats.intervals import (
+    as_steps,
+    candidate_intervals,
+    interval_indicators,
+    side_by_side,
+)
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
 from regimes._stats.selection import Scratch, scratch, select
@@ -97,18 +101,6 @@ class RowFit(NamedTuple):
 def selection_threshold(t: int, penalty: float) -> float:
     """Return the standardised reduction an interval must exceed to enter the model."""
     return float(np.sqrt(2.0 * penalty * np.log(max(t, 3))))
-
-
-@lru_cache(maxsize=4)
-def _indicators(t: int) -> np.ndarray:
-    """Return the indicator columns ``(t, n)`` of the candidate intervals of ``t`` cells."""
-    # built once per grid length: every fit_rows call (each draw set, each power rung
-    # batch) needs it; few are kept, since a 300-cell grid's holds millions of entries
-    starts, ends = candidate_intervals(t)
-    cells = np.arange(t)[:, None]
-    z = ((cells >= starts[None, :]) & (cells <= ends[None, :])).astype(float)
-    z.setflags(write=False)
-    return z
 
 
 def _grid(
@@ -450,7 +442,7 @@ def fit_rows(
     RowFit
     """
     intervals = candidate_intervals(sm.size)
-    z = _indicators(sm.size)
+    z = interval_indicators(sm.size)
     grids = [_grid(a, intervals, z, int(k)) for a, k in zip(sm.residual, sm.knots, strict=True)]
     st = _stack(grids)
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where

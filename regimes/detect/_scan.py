@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from regimes._stats.intervals import candidate_intervals
+from regimes._stats.intervals import candidate_intervals, interval_indicators
+from regimes._stats.selection import TINY
 from regimes._stats.smoother import Smoother
 from regimes.detect._regimes import WIDTH_CLASSES, width_class
 
@@ -33,13 +34,11 @@ _CHUNK_ENTRIES = 2_000_000
 
 def _intervals(t: int, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``A z`` of every candidate interval ``(T, n)``, ``z'Az`` and ``||Az|| / z'Az``."""
-    starts, ends = candidate_intervals(t)
-    cells = np.arange(t)[:, None]
-    z = ((cells >= starts[None, :]) & (cells <= ends[None, :])).astype(float)
+    z = interval_indicators(t)
     az = a @ z
     zaz = np.sum(z * az, axis=0)
-    # an interval the trend spans leaves nothing to estimate (as in selection)
-    zaz = np.where(zaz > 1e-9 * (1.0 + np.abs(zaz)), zaz, np.nan)
+    # an interval the trend spans leaves nothing to estimate, as in selection
+    zaz = np.where(zaz > TINY * zaz + TINY, zaz, np.nan)
     return az, zaz, np.sqrt(np.sum(az**2, axis=0)) / zaz
 
 

@@ -73,10 +73,11 @@ def test_a_spike_before_a_step_is_measured_against_the_trend():
 
 
 def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    from regimes._stats.scan import _final, _grid, _indicators
+    from regimes._stats.intervals import interval_indicators
+    from regimes._stats.scan import _final, _grid
 
     sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
-    g = _grid(sm.residual[2], candidate_intervals(T), _indicators(T), -1)
+    g = _grid(sm.residual[2], candidate_intervals(T), interval_indicators(T), -1)
     delta, _, _, _, trend = _final(levels, g, chosen, None)
     starts, ends = candidate_intervals(T)
     out = trend.copy()

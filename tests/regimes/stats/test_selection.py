@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from regimes._stats.intervals import candidate_intervals
-from regimes._stats.scan import _grid, _indicators, selection_threshold
+from regimes._stats.intervals import candidate_intervals, interval_indicators
+from regimes._stats.scan import _grid, selection_threshold
 from regimes._stats.selection import Grid, scratch, select
 from regimes._stats.smoother import smoother_for
 
@@ -15,7 +15,7 @@ KMAX = 4
 
 def _setup() -> tuple[np.ndarray, Grid]:
     a = smoother_for(np.log(16.0 * np.arange(1, T + 1))).residual[0]
-    return a, _grid(a, candidate_intervals(T), _indicators(T), -1)
+    return a, _grid(a, candidate_intervals(T), interval_indicators(T), -1)
 
 
 def _rss(levels: np.ndarray, a: np.ndarray, chosen: list[int]) -> float:
