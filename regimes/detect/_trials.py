@@ -82,7 +82,7 @@ def _marked(frame: pl.DataFrame, key: str) -> pl.DataFrame:
 
 
 def _residuals(cell: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each trial less the median of the other trials of its cell (``cell`` sorted).
+    """Each trial less the median of the other trials of its cell (sorted by cell, then y).
 
     Left out of its own reference, every trial of a cell is measured against as many of
     the others: under no effect their residuals are alike, first trials or not (with
@@ -92,21 +92,18 @@ def _residuals(cell: np.ndarray, y: np.ndarray) -> np.ndarray:
     """
     starts = np.searchsorted(cell, cell, side="left")
     size = np.searchsorted(cell, cell, side="right") - starts - 1
-    order = np.lexsort((y, cell))
-    place = np.empty(y.size, dtype=np.int64)
-    place[order] = np.arange(y.size) - starts[order]
+    place = np.arange(y.size) - starts
     lo, hi = (size - 1) // 2, size // 2
     # the k-th of the others is the k-th of the cell, or the next where the trial is before it
     at_lo = starts + lo + (lo >= place)
     at_hi = starts + hi + (hi >= place)
-    values = y[order]
-    return y - 0.5 * (values[at_lo] + values[at_hi])
+    return y - 0.5 * (y[at_lo] + y[at_hi])
 
 
 def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Test and drop the first trial of each process, per curve."""
     marked = _marked(frame, key)
-    tested = marked.filter("_tested").sort("_curve", "_x")
+    tested = marked.filter("_tested").sort("_curve", "_x", "_ly")
     cell = tested.select(pl.struct("_curve", "_x").rank("dense")).to_series().to_numpy()
     residual = _residuals(cell.astype(np.int64), tested.get_column("_ly").to_numpy())
     ranked = tested.with_columns(pl.Series("_res", residual)).with_columns(
