@@ -18,9 +18,9 @@ from regimes.detect._trials import Adjusted
 __all__ = ["CAVEAT_START", "INCONCLUSIVE_RATIO", "Decision", "assemble"]
 
 CAVEAT_START = (
-    "starts at the grid's first budget, where one second difference holds the trend and "
-    "it may bend with the data: the ratio may run low and its interval miss "
-    "(docs/method.md, Known limits)"
+    "starts at the grid's first budget, where the trend is extrapolated from the budgets "
+    "after it: below a latency that grows ever faster in log budget, so the ratio may run "
+    "high and its interval miss (docs/method.md, Known limits)"
 )
 """The ``caveat`` of an anomaly at the first budget (``bench/trust.py``, ``tests``)."""
 

@@ -218,7 +218,7 @@ def test_a_first_budget_spike_carries_the_caveat_of_its_biased_ratio() -> None:
         rows = rows.filter(pl.col("start") == 16)
         if rows.height:
             found += 1
-            assert rows["caveat"][0] == CAVEAT_START  # its ratio may run low: it says so
+            assert rows["caveat"][0] == CAVEAT_START  # its ratio may run high: it says so
     assert found >= 12  # the first budget: see the edge test above
 
 
