@@ -111,20 +111,27 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
         pl.len().over(["_curve", "_session"]).cast(pl.Int64).alias("_n"),
     )
     firsts = ranked.filter("_first")
+    # a process's first trials (one per cell it ran where ``trial`` places them) are
+    # one stratum: a subset of its ranks
+    laws = (
+        firsts.group_by("_curve", "_session")
+        .agg(pl.col("_rank").sum().alias("_w"), pl.col("_n").first(), pl.len().alias("_k"))
+        .group_by("_curve")
+        .agg(pl.col("_w").sum(), pl.col("_n"), pl.col("_k").cast(pl.Int64))
+    )
     diffs = (
         firsts.group_by("_curve")
         .agg(
-            pl.len().alias("n_processes"),
+            pl.col("_session").n_unique().alias("n_processes"),
             pl.col("_res").median().exp().alias("ratio"),
-            pl.col("_rank").sum().alias("_w"),
-            pl.col("_n"),
         )
+        .join(laws, on="_curve")
         .sort("_curve")
     )
     p = np.array(
         [
-            _rank_sum_p(int(w), np.asarray(n), np.ones(len(n), dtype=np.int64))
-            for w, n in diffs.select("_w", "_n").iter_rows()
+            _rank_sum_p(int(w), np.asarray(n), np.asarray(k))
+            for w, n, k in diffs.select("_w", "_n", "_k").iter_rows()
         ],
         dtype=float,
     )
@@ -132,7 +139,7 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     dropped = (p < FIRST_TRIAL_LEVEL) & (ratio >= FIRST_TRIAL_RATIO)
     table = diffs.with_columns(
         pl.Series("p_value", p, dtype=pl.Float64), pl.Series("dropped", dropped)
-    ).drop("_w", "_n")
+    ).drop("_w", "_n", "_k")
     gone = table.filter("dropped").get_column("_curve").to_list()
     kept = marked.filter(~(pl.col("_first") & pl.col("_curve").is_in(gone)))
     counts = marked.filter(pl.col("_first")).group_by("_curve").len("n_dropped")
@@ -178,7 +185,7 @@ def _rank_sum_p(observed: int, sizes: np.ndarray, counts: np.ndarray) -> float:
     van Elteren 1960), its law the convolution of the strata's subset-sum laws, exact
     for up to :data:`_EXACT_FIRSTS` first trials and normal (mean
     :math:`\sum k_c (n_c+1)/2`, variance :math:`\sum k_c (n_c-k_c)(n_c+1)/12`,
-    continuity-corrected) beyond. The strata are the processes, one first trial each.
+    continuity-corrected) beyond. The strata are the processes.
     """
     sizes, counts = sizes.astype(np.int64), counts.astype(np.int64)
     if counts.sum() > _EXACT_FIRSTS:

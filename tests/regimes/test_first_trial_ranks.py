@@ -96,3 +96,17 @@ def test_a_cell_that_would_keep_one_trial_is_not_tested():
     # one process of two trials per cell: leaving its first trial out keeps one
     kept, table = _first_trials(_sweep(1, 2, 3.0), "order")
     assert table.height == 0 and kept.height == 8 * 2
+
+
+def test_first_trials_of_one_process_are_one_stratum():
+    # without ``order``, each cell's trial 0 is a first trial: one process's two first
+    # trials, ranked 5 and 6 of its six, are a 2-subset of 1..6 (1/15), not two draws
+    rows = [
+        (0, float(x), 0, t, float(np.log(x) + (0.5 if t == 0 else 0.01 * t)))
+        for x in (1, 2)
+        for t in range(3)
+    ]
+    frame = pl.DataFrame(rows, schema=["_curve", "_x", "_session", "trial", "_ly"], orient="row")
+    _, table = _first_trials(frame, "trial")
+    row = table.row(0, named=True)
+    assert row["n_processes"] == 1 and row["p_value"] == pytest.approx(1 / 15)
