@@ -117,17 +117,16 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
         firsts.group_by("_curve", "_session")
         .agg(pl.col("_rank").sum().alias("_w"), pl.col("_n").first(), pl.len().alias("_k"))
         .group_by("_curve")
-        .agg(pl.col("_w").sum(), pl.col("_n"), pl.col("_k").cast(pl.Int64))
-    )
-    diffs = (
-        firsts.group_by("_curve")
         .agg(
-            pl.col("_session").n_unique().alias("n_processes"),
-            pl.col("_res").median().exp().alias("ratio"),
+            pl.len().alias("n_processes"),
+            pl.col("_k").sum().cast(pl.UInt32).alias("_firsts"),
+            pl.col("_w").sum(),
+            pl.col("_n"),
+            pl.col("_k").cast(pl.Int64),
         )
-        .join(laws, on="_curve")
-        .sort("_curve")
     )
+    ratios = firsts.group_by("_curve").agg(pl.col("_res").median().exp().alias("ratio"))
+    diffs = laws.join(ratios, on="_curve").sort("_curve")
     p = np.array(
         [
             _rank_sum_p(int(w), np.asarray(n), np.asarray(k))
@@ -138,14 +137,12 @@ def _first_trials(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, pl.DataF
     ratio = diffs.get_column("ratio").to_numpy()
     dropped = (p < FIRST_TRIAL_LEVEL) & (ratio >= FIRST_TRIAL_RATIO)
     table = diffs.with_columns(
-        pl.Series("p_value", p, dtype=pl.Float64), pl.Series("dropped", dropped)
-    ).drop("_w", "_n", "_k")
+        pl.Series("p_value", p, dtype=pl.Float64),
+        pl.Series("dropped", dropped),
+        pl.when(pl.Series(dropped)).then(pl.col("_firsts")).otherwise(0).alias("n_dropped"),
+    ).select("_curve", "n_processes", "ratio", "p_value", "dropped", "n_dropped")
     gone = table.filter("dropped").get_column("_curve").to_list()
     kept = marked.filter(~(pl.col("_first") & pl.col("_curve").is_in(gone)))
-    counts = marked.filter(pl.col("_first")).group_by("_curve").len("n_dropped")
-    table = table.join(counts, on="_curve", how="left").with_columns(
-        pl.when("dropped").then(pl.col("n_dropped")).otherwise(0).alias("n_dropped")
-    )
     return kept.drop("_first", "_tested", "_size", "_k"), table
 
 
