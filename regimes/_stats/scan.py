@@ -65,7 +65,7 @@ from regimes._stats.intervals import (
 )
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
-from regimes._stats.selection import Scratch, scratch, select
+from regimes._stats.selection import Scratch, explained_floor, scratch, select
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
 
 __all__ = [
@@ -115,7 +115,7 @@ def _grid(
     p[1:, 1:] = np.cumsum(np.cumsum(a, axis=0), axis=1)
     e1 = ends + 1
     zaz = p[e1, e1] - p[starts, e1] - p[e1, starts] + p[starts, starts]
-    floor = _TINY * zaz + _TINY
+    floor = explained_floor(zaz)
     if knot >= 0:
         # a regime from the knot or the cell after it, beside a hinge there, is a hinge a
         # cell away (or a step) read as two parts: a hinged trend never holds one

@@ -20,10 +20,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Grid", "Scratch", "scratch", "select"]
+__all__ = ["Grid", "Scratch", "explained_floor", "scratch", "select"]
 
 TINY = 1e-9
 """Relative size below which a quantity is taken as zero."""
+
+
+def explained_floor(zaz: np.ndarray) -> np.ndarray:
+    """Return the ``z'Az`` at or below which an interval is taken as explained already."""
+    return TINY * zaz + TINY
+
 
 _TIE = 1e-9
 """Relative difference below which two candidates' gains are a tie."""

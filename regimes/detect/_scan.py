@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from regimes._stats.intervals import candidate_intervals, interval_indicators
-from regimes._stats.selection import TINY
+from regimes._stats.selection import explained_floor
 from regimes._stats.smoother import Smoother
 from regimes.detect._regimes import WIDTH_CLASSES, width_class
 
@@ -38,7 +38,7 @@ def _intervals(t: int, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     az = a @ z
     zaz = np.sum(z * az, axis=0)
     # an interval the trend spans leaves nothing to estimate, as in selection
-    zaz = np.where(zaz > TINY * zaz + TINY, zaz, np.nan)
+    zaz = np.where(zaz > explained_floor(zaz), zaz, np.nan)
     return az, zaz, np.sqrt(np.sum(az**2, axis=0)) / zaz
 
 
