@@ -8,10 +8,13 @@ trend :math:`g` of the cell levels :math:`\ell` minimises
     \lVert \ell - g \rVert^2 + \lambda \lVert D g \rVert^2,
 
 with :math:`D` the second divided differences of :math:`g` (Whittaker, 1923; Eilers,
-2003). :math:`\lambda \to \infty` gives a straight line in :math:`u`; a smaller
-:math:`\lambda` lets the slope change, so a hinge (a steeper slope from some budget on)
-or the bend of latency at short budgets costs one large second difference, while a
-level shift of a few cells costs several. The fit is linear in the levels,
+2003), each weighted by the square root of the span of :math:`u` it stands for, so
+that :math:`\lVert Dg \rVert^2` is the discrete :math:`\int g''(u)^2\,du`, the roughness
+of the cubic smoothing spline (Green and Silverman, 1994). :math:`\lambda \to \infty`
+gives a straight line in :math:`u`; a smaller :math:`\lambda` lets the slope change,
+so a hinge (a steeper slope from some budget on) or the bend of latency at short
+budgets costs one large second difference, while a level shift of a few cells costs
+several. The fit is linear in the levels,
 :math:`g = S_\lambda \ell`; the residual maker :math:`A_\lambda = I - S_\lambda`
 carries every statistic (:mod:`regimes._stats.scan`). Each :math:`\lambda` is named by
 its effective degrees of freedom :math:`\operatorname{tr} S_\lambda`: from nearly a
@@ -23,6 +26,8 @@ References
 ----------
 Whittaker, E. T. (1923). On a new method of graduation. *Proc. Edinburgh Math. Soc.*
 41, 63-75. Eilers, P. H. C. (2003). A perfect smoother. *Anal. Chem.* 75, 3631-3636.
+Green, P. J. and Silverman, B. W. (1994). *Nonparametric Regression and Generalized
+Linear Models.* Chapman and Hall.
 """
 
 from __future__ import annotations
@@ -44,12 +49,20 @@ and three fewer than the cells."""
 
 
 def _second_differences(u: np.ndarray) -> np.ndarray:
-    """Return the (T-2) x T matrix of second divided differences on positions ``u``."""
+    r"""Return the (T-2) x T second divided differences on ``u``, weighted for :math:`\int g''^2`.
+
+    Row :math:`i` estimates :math:`g''` about :math:`u_{i+1}` and stands for the span
+    :math:`(h_i + h_{i+1})/2` of :math:`u`. Unweighted, a curvature over the first two
+    budgets of a linear grid (:math:`\log 2` apart in :math:`\log x`) cost no more than
+    the same curvature over its last two (about :math:`1/T` apart), though it bends the
+    trend over some twenty times the span: flexible trends bent to a slow first budget
+    and took it in.
+    """
     h = np.diff(u)
     t = u.size
     d = np.zeros((max(t - 2, 0), t))
     for i in range(t - 2):
-        scale = 2.0 / (h[i] + h[i + 1])
+        scale = 2.0 / (h[i] + h[i + 1]) * np.sqrt(0.5 * (h[i] + h[i + 1]))
         d[i, i : i + 3] = scale * np.array([1 / h[i], -(1 / h[i] + 1 / h[i + 1]), 1 / h[i + 1]])
     return d
 

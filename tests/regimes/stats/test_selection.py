@@ -19,15 +19,21 @@ def _setup() -> tuple[np.ndarray, Grid]:
 
 
 def _rss(levels: np.ndarray, a: np.ndarray, chosen: list[int]) -> float:
-    """Residual sum of squares of the trend plus the chosen intervals, by least squares."""
-    total = float(levels @ a @ levels)
-    if not chosen:
-        return total
-    starts, ends = candidate_intervals(T)
-    cells = np.arange(T)[:, None]
-    z = ((cells >= starts[chosen]) & (cells <= ends[chosen])).astype(float)
-    azl, zaz = z.T @ a @ levels, z.T @ a @ z
-    return total - float(azl @ np.linalg.solve(zaz, azl))
+    r"""Residual sum of squares of the trend plus the chosen intervals, fitted jointly.
+
+    The residual is :math:`A_Z \ell = A\ell - AZ(Z^\top AZ)^{-1}Z^\top A\ell`, and its sum
+    of squares :math:`\lVert A_Z \ell \rVert^2`, not the criterion
+    :math:`\ell^\top A_Z \ell` the fit minimises (the two differ where :math:`A` is
+    not a projection, as a penalised smoother's is not).
+    """
+    e = a @ levels
+    if chosen:
+        starts, ends = candidate_intervals(T)
+        cells = np.arange(T)[:, None]
+        z = ((cells >= starts[chosen]) & (cells <= ends[chosen])).astype(float)
+        az = a @ z
+        e = e - az @ np.linalg.solve(z.T @ az, az.T @ levels)
+    return float(e @ e)
 
 
 def _bic(rss: float, trace: float, k: int, h2: float) -> float:
