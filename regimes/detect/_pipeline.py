@@ -213,6 +213,8 @@ def detect_regimes(
         fixed (the dual of its TREAT test: its lower bound clears ``min_ratio`` when the
         test does). Where fewer draws than the level needs find the regime, the
         ``t`` interval stands in; ``anomalies.ratio_interval`` says which each holds.
+        Either, for a regime from the first budget, spans a flat continuation of the
+        trend too (its ``caveat`` says so; docs/method.md, section 5).
 
     Returns
     -------

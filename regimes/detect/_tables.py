@@ -20,7 +20,8 @@ __all__ = ["CAVEAT_START", "INCONCLUSIVE_RATIO", "Decision", "assemble"]
 CAVEAT_START = (
     "starts at the grid's first budget, where the trend is extrapolated from the budgets "
     "after it: below a latency that grows ever faster in log budget, so the ratio may run "
-    "high and its interval miss (docs/method.md, Known limits)"
+    "high; its interval spans a flat continuation of the trend too (docs/method.md, "
+    "Known limits)"
 )
 """The ``caveat`` of an anomaly at the first budget (``bench/trust.py``, ``tests``)."""
 
@@ -167,19 +168,36 @@ def _kind(r: Regime, t: int) -> tuple[str, bool | None]:
     return "spike", True
 
 
-def _ratio_interval(r: Regime, df: float, params: dict[str, Any]) -> tuple[float, float, str]:
+def _flat_start(r: Regime, trend: np.ndarray) -> float:
+    """Return the trend's mean rise from a regime's cells to the next, if it starts the grid.
+
+    Before its first normal cell a regime at the grid's start has only the trend's
+    straight continuation to be measured against; ``delta`` less this rise measures it
+    against a flat one. Zero for a regime with normal cells on either side.
+    """
+    if r.start != 0:
+        return 0.0
+    return float(np.mean(trend[r.end + 1] - trend[: r.end + 1]))
+
+
+def _ratio_interval(r: Regime, m: CurveModel, params: dict[str, Any]) -> tuple[float, float, str]:
     """Return the ratio's interval at ``level`` and which interval it is.
 
     ``bootstrap``: the basic interval over the model's draws, selection re-done in each
     (:func:`regimes.detect._regimes.spread`); ``t``: the selected regime's interval held
     fixed, on its moderated noise, the one its TREAT test is the dual of. The ``t``
-    interval stands in where too few draws found the regime.
+    interval stands in where too few draws found the regime. Either, for a regime at the
+    grid's start, spans the same interval under a flat continuation of the trend too
+    (:func:`_flat_start`; docs/method.md, section 5): the data cannot tell the two apart.
     """
     if params["ratio_interval"] == "bootstrap" and r.boot_delta is not None:
-        low, high = r.boot_delta
-        return float(np.exp(low)), float(np.exp(high)), "bootstrap"
-    half = float(stats.t.ppf((1 + params["level"]) / 2, df)) * r.se
-    return float(np.exp(r.delta - half)), float(np.exp(r.delta + half)), "t"
+        (low, high), interval = r.boot_delta, "bootstrap"
+    else:
+        half = float(stats.t.ppf((1 + params["level"]) / 2, m.df)) * r.se
+        (low, high), interval = (r.delta - half, r.delta + half), "t"
+    flat = _flat_start(r, m.trend)
+    low, high = min(low, low - flat), max(high, high - flat)
+    return float(np.exp(low)), float(np.exp(high)), interval
 
 
 def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
@@ -189,7 +207,7 @@ def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Da
         for k in _significant(m, d):
             r = m.regimes[k]
             kind, recovered = _kind(r, m.trend.size)
-            low, high, interval = _ratio_interval(r, m.df, ctx.params)
+            low, high, interval = _ratio_interval(r, m, ctx.params)
             peak = r.start + int(
                 np.argmax(np.abs(_departure(m, m.trend.size)[r.start : r.end + 1]))
             )
