@@ -228,11 +228,17 @@ def test_a_first_budget_spike_carries_the_caveat_of_its_biased_ratio() -> None:
 
 
 def test_a_spike_over_the_first_budgets_is_found() -> None:
-    found = 0
+    found = held = 0
     for seed in range(20):
         rows = analyse(synthetic_curve(seed, {(0, 1 + seed % 2): 3.0})).anomalies
-        found += rows.filter(pl.col("start") <= 32).height > 0
-    assert found >= 6  # the first budgets: see the edge test above
+        rows = rows.filter(pl.col("start") <= 32)
+        if rows.height:
+            found += 1
+            held += rows["ratio_low"][0] <= 3.0 <= rows["ratio_high"][0]
+    # over two budgets every one; over three, a curve starts at its normal level and
+    # reads them as a down-step from the fourth (docs/method.md, known limits)
+    assert found >= 9
+    assert held >= 0.9 * found  # the interval spans a flat continuation too
 
 
 def test_a_step_is_not_cut_where_the_trend_tilts_its_segments_apart() -> None:
