@@ -23,7 +23,8 @@ free constant. Two conventions, stated once here, write every fit:
 * **a curve starts at its normal level**: an interval from the first cell is written as
   its complement, the step from where the curve leaves that level, unless it is over by
   :data:`START_CELLS` cells and shorter than the rest (:func:`as_step`): then it is an
-  edge, or a spike over the first budgets (:func:`as_steps`);
+  edge, or a spike over the first budgets (:func:`as_steps`); a start slower than the
+  rest is read so up to :data:`SLOW_START_CELLS` cells (:func:`slow_starts`);
 * **a peak is its own regime**: a nested regime at the onset or end of the one around
   it whose level passes both its neighbours' is written beside it, each measured
   against the trend; one whose level lies between them is a stair of the enclosing
@@ -39,12 +40,14 @@ import numpy as np
 __all__ = [
     "MAX_WIDTH",
     "MIN_OUTSIDE",
+    "SLOW_START_CELLS",
     "START_CELLS",
     "as_step",
     "candidate_intervals",
     "as_steps",
     "interval_indicators",
     "side_by_side",
+    "slow_starts",
 ]
 
 MIN_OUTSIDE = 3
@@ -87,6 +90,9 @@ def interval_indicators(t: int) -> np.ndarray:
 
 START_CELLS = 2
 """Longest regime read at the start of the grid; a longer one is a step to the end."""
+
+SLOW_START_CELLS = 3
+"""Longest slow start (a start above its trend) read as such (:func:`slow_starts`)."""
 
 
 def as_step(end: np.ndarray | int, t: int) -> np.ndarray | bool:
@@ -146,6 +152,23 @@ def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
         move = (head | tail) & peak & (new >= 0) & (out[:, j] == chosen[:, j])
         out[move, j] = new[move]
     return out
+
+
+def slow_starts(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
+    """Write each down-step from cell :data:`SLOW_START_CELLS` as the slow start before it.
+
+    ``chosen``: candidate indices ``(K, kmax)``, -1 where unused; ``delta``: their
+    estimates. Over three budgets, a start slower than the rest (first calls, a
+    warm-up spread over the first budgets) is read as such, where the rest is longer;
+    a faster start stays the step up from where it ends.
+    """
+    starts, ends = candidate_intervals(t)
+    idx = np.maximum(chosen, 0)
+    k = SLOW_START_CELLS
+    start = _index_of(t)[0, k - 1]
+    down = (starts[idx] == k) & (ends[idx] == t - 1) & (np.nan_to_num(delta) < 0)
+    flip = (chosen >= 0) & down & (t - k > k) & (start >= 0)
+    return np.where(flip, start, chosen)
 
 
 def as_steps(chosen: np.ndarray, t: int) -> np.ndarray:

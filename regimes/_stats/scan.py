@@ -62,6 +62,7 @@ from regimes._stats.intervals import (
     candidate_intervals,
     interval_indicators,
     side_by_side,
+    slow_starts,
 )
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
@@ -381,11 +382,14 @@ def _fit_one(
         chosen[again] = picks[best, np.arange(again.size)]
         basis[again] = bases[best, np.arange(again.size)]
     # the same model written by the conventions: steps first, then the peaks at the
-    # onset or end of another regime side by side with it (their estimates decide)
+    # onset or end of another regime side by side with it, and slow starts read as
+    # such (their estimates decide)
     chosen = as_steps(chosen, levels.shape[1])
     q = None if held is not None else basis
     fit = _final_by_smoother(levels, st, which, chosen, q)
     moved = side_by_side(chosen, fit.delta, levels.shape[1])
+    slow = slow_starts(chosen, fit.delta, levels.shape[1])
+    moved = np.where(moved == chosen, slow, moved)
     rows = np.flatnonzero((moved != chosen).any(axis=1))
     if rows.size:
         again_fit = _final_by_smoother(

@@ -228,6 +228,7 @@ def test_a_first_budget_spike_carries_the_caveat_of_its_biased_ratio() -> None:
 
 
 def test_a_spike_over_the_first_budgets_is_found() -> None:
+    """Two or three slow budgets at the start: an anomaly over the first budgets."""
     found = held = 0
     for seed in range(20):
         rows = analyse(synthetic_curve(seed, {(0, 1 + seed % 2): 3.0})).anomalies
@@ -235,9 +236,9 @@ def test_a_spike_over_the_first_budgets_is_found() -> None:
         if rows.height:
             found += 1
             held += rows["ratio_low"][0] <= 3.0 <= rows["ratio_high"][0]
-    # over two budgets every one; over three, a curve starts at its normal level and
-    # reads them as a down-step from the fourth (docs/method.md, known limits)
-    assert found >= 9
+    # over three budgets a start slower than the rest is a slow start, not a down-step
+    # from the fourth (10 of 20 found when it was read so)
+    assert found >= 18
     assert held >= 0.9 * found  # the interval spans a flat continuation too
 
 

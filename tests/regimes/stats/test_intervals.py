@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side
+from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side, slow_starts
 from regimes._stats.scan import fit_rows, selection_threshold
 from regimes._stats.smoother import smoother_for
 
@@ -25,6 +25,24 @@ def _pairs(chosen: np.ndarray) -> list[tuple[int, int]]:
 
 def test_an_interval_from_the_first_cell_is_written_as_the_step_after_it():
     assert _pairs(as_steps(_index((0, 9), (0, 1), (12, 14)), T)) == [(10, 29), (0, 1), (12, 14)]
+
+
+@pytest.mark.parametrize(
+    ("delta", "expected"),
+    [
+        # a down-step from the fourth cell: the first three were slow
+        (-0.4, [(0, 2), (12, 14)]),
+        # a step up from the fourth cell: the first three were fast, the step stays
+        (0.4, [(3, 29), (12, 14)]),
+    ],
+)
+def test_a_slow_start_of_three_cells_is_read_as_such(delta, expected):
+    chosen = _index((3, 29), (12, 14))
+    assert _pairs(slow_starts(chosen, np.array([[delta, 0.5, np.nan, np.nan]]), T)) == expected
+    # on six cells the rest is no longer than the start: the step stays
+    starts, ends = candidate_intervals(6)
+    step = int(np.flatnonzero((starts == 3) & (ends == 5))[0])
+    assert slow_starts(np.array([[step]]), np.array([[-0.4]]), 6)[0, 0] == step
 
 
 @pytest.mark.parametrize(
