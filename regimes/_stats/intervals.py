@@ -123,8 +123,11 @@ def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
     estimates, a nested regime's against the one around it. A nested regime that shares
     a boundary with the one around it, and whose level passes both its neighbours' (the
     enclosing regime's and the level outside it), is a spike of its own: the enclosing
-    regime gives up its cells, and the two are measured side by side. One whose level
-    lies between them is a stair of the enclosing regime and stays nested in it (the
+    regime gives up its cells, and the two are measured side by side. So is one that
+    holds most of the enclosing regime's cells: the enclosing regime's level is then
+    that of its fewer cells (a spike before a step, read as a step at the spike's level
+    with a stair down inside it). One whose level lies between them and holds fewer
+    cells than it leaves is a stair of the enclosing regime and stays nested in it (the
     published plateau 512..624, lower at its first two budgets, is one regime). Where
     what is left is not a candidate (wider than :data:`MAX_WIDTH` and short of the grid's
     end) the pair stays nested. Only the first pass is made: the estimates it read hold
@@ -148,8 +151,9 @@ def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
         tail = inner & (e[:, i] == e[:, j]) & (s[:, i] > s[:, j])
         level = d[:, i] + d[:, j]
         peak = (level > np.maximum(d[:, j], 0.0)) | (level < np.minimum(d[:, j], 0.0))
+        most = 2 * (e[:, i] - s[:, i] + 1) > e[:, j] - s[:, j] + 1
         new = index[np.where(head, e[:, i] + 1, s[:, j]), np.where(tail, s[:, i] - 1, e[:, j])]
-        move = (head | tail) & peak & (new >= 0) & (out[:, j] == chosen[:, j])
+        move = (head | tail) & (peak | most) & (new >= 0) & (out[:, j] == chosen[:, j])
         out[move, j] = new[move]
     return out
 

@@ -35,7 +35,7 @@ from scipy import special
 from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
-from regimes._stats.smoother import Smoother, choose_knots, smoother_for
+from regimes._stats.smoother import Knot, Smoother, choose_knots, smoother_for
 from regimes.detect._nulls import class_maxima, class_p, first_stage, settled, t_sf, threshold
 from regimes.detect._regimes import (
     KMAX,
@@ -365,7 +365,7 @@ def fit_grid(
     gauss = _gaussian_maxima(plain, o, seed)
     parts = [
         _fit_curves([c for c, k in zip(curves, knots, strict=True) if k == knot], knot, o, gauss)
-        for knot in sorted(set(knots), key=lambda k: -1 if k is None else k)
+        for knot in sorted(set(knots), key=lambda k: (-1, 0.0) if k is None else k)
     ]
     models = [m for part in parts for m in part[0]]
     sign = -1.0 if o.direction == "down" else 1.0
@@ -383,7 +383,7 @@ def fit_grid(
 
 
 def _fit_curves(
-    curves: list[CurveInput], knot: int | None, o: _Options, gauss: _Gauss
+    curves: list[CurveInput], knot: Knot | None, o: _Options, gauss: _Gauss
 ) -> tuple[list[CurveModel], np.ndarray, np.ndarray, list[CurveNoise]]:
     """Fit, test and resample the curves hinged at ``knot`` (None: unhinged).
 

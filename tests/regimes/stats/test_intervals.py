@@ -54,6 +54,8 @@ def test_a_slow_start_of_three_cells_is_read_as_such(delta, expected):
         ([(14, 18), (5, 18)], [0.7, 0.4], [(14, 18), (5, 13)]),
         # a stair: the nested level lies between the trend and the plateau
         ([(5, 20), (5, 7)], [2.4, -0.3], [(5, 20), (5, 7)]),
+        # a stair over most of the regime: a spike before a step, side by side
+        ([(5, 29), (7, 29)], [0.9, -0.5], [(5, 6), (7, 29)]),
         # strictly inside: nested, whatever its level
         ([(5, 20), (8, 12)], [0.5, 1.0], [(5, 20), (8, 12)]),
         # a dip at a down-step's onset passes both neighbours too
