@@ -153,8 +153,12 @@ def test_rerun_continues_from_the_probes_already_measured():
         ("latency", "onset", 504, 505, True),
         ("latency", "recovery", 633, 634, True),
     ]
-    reused = second.probes.filter(pl.col("on_disk"))
-    assert reused.height >= 2  # continued where the first call stopped, not restarted
+    # continued where the first call stopped, not restarted: every probe it left
+    # undecided is taken up from the trials on disk
+    pending = first.probes.filter(pl.col("decision") == "pending").get_column("budget")
+    reused = second.probes.filter(pl.col("on_disk")).get_column("budget")
+    assert pending.len() >= 1
+    assert set(pending.to_list()) <= set(reused.to_list())
     # the interrupted refinement costs no more than one uninterrupted refinement (its
     # rerun's brackets come from the coarse grid and the probes measured so far, which
     # can narrow them)
