@@ -104,35 +104,6 @@ def selection_threshold(t: int, penalty: float) -> float:
     return float(np.sqrt(2.0 * penalty * np.log(max(t, 3))))
 
 
-def _grid(
-    a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray, knot: int
-) -> _Grid:
-    """Return what selection reads of smoother ``a``, hinged at ``knot`` (-1: unhinged)."""
-    t = a.shape[0]
-    starts, ends = intervals
-    # stored as rows: gathering rows is cheaper than gathering columns
-    a_cols = np.concatenate([np.zeros((t, 1)), np.cumsum(a, axis=1)], axis=1).T.copy()
-    p = np.zeros((t + 1, t + 1))
-    p[1:, 1:] = np.cumsum(np.cumsum(a, axis=0), axis=1)
-    e1 = ends + 1
-    zaz = p[e1, e1] - p[starts, e1] - p[e1, starts] + p[starts, starts]
-    floor = explained_floor(zaz)
-    if knot >= 0:
-        # a regime from the knot or the cell after it, beside a hinge there, is a hinge a
-        # cell away (or a step) read as two parts: a hinged trend never holds one
-        near = (starts == knot) | (starts == knot + 1)
-        near |= (starts == 0) & ((ends == knot - 1) | (ends == knot))  # their complements
-        floor = np.where(near, np.inf, floor)
-    return _Grid(a, a_cols, zaz, floor, p, starts, ends, z, knot >= 0)
-
-
-def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
-    """``z'v`` for every candidate interval ``z``, each row of ``values`` ``(K, T)``."""
-    # one matrix product (BLAS) instead of differences of prefix sums gathered per
-    # interval: no index arrays to walk, and each sum is over its own cells only
-    return values @ g.indicators
-
-
 class _Stack(NamedTuple):
     """The smoothers' arrays of :class:`_Grid`, stacked ``(S, ...)``: each row gathers its own.
 
@@ -145,6 +116,53 @@ class _Stack(NamedTuple):
     a_cols: np.ndarray
     prefix2: np.ndarray
     a_squared: np.ndarray
+
+
+def _grid(
+    a: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray, knot: int
+) -> _Grid:
+    """Return what selection reads of smoother ``a``, hinged at ``knot`` (-1: unhinged)."""
+    return _stacked(a[None], np.array([knot]), intervals, z).grids[0]
+
+
+def _stacked(
+    residual: np.ndarray, knots: np.ndarray, intervals: tuple[np.ndarray, np.ndarray], z: np.ndarray
+) -> _Stack:
+    """Return what selection reads of each smoother ``(S, T, T)``, hinged at ``knots``.
+
+    Built for every smoother at once: a grid offers up to 32 smoothers (the ladder, and
+    the ladder hinged at a knot and at either neighbour), and the prefix sums of each
+    cost little next to each numpy call's own overhead, paid once per call here.
+    """
+    s, t, _ = residual.shape
+    starts, ends = intervals
+    # stored as rows: gathering rows is cheaper than gathering columns
+    a_cols = np.zeros((s, t + 1, t))
+    a_cols[:, 1:, :] = np.cumsum(residual, axis=2).transpose(0, 2, 1)
+    p = np.zeros((s, t + 1, t + 1))
+    p[:, 1:, 1:] = np.cumsum(np.cumsum(residual, axis=1), axis=2)
+    e1 = ends + 1
+    zaz = p[:, e1, e1] - p[:, starts, e1] - p[:, e1, starts] + p[:, starts, starts]
+    floor = explained_floor(zaz)
+    for knot in sorted(set(knots[knots >= 0].tolist())):
+        # a regime from the knot or the cell after it, beside a hinge there, is a hinge a
+        # cell away (or a step) read as two parts: a hinged trend never holds one
+        near = (starts == knot) | (starts == knot + 1)
+        near |= (starts == 0) & ((ends == knot - 1) | (ends == knot))  # their complements
+        floor[knots == knot] = np.where(near, np.inf, floor[knots == knot])
+    grids = [
+        _Grid(residual[w], a_cols[w], zaz[w], floor[w], p[w], starts, ends, z, bool(k >= 0))
+        for w, k in enumerate(knots.tolist())
+    ]
+    squared = np.array([np.sum(g.a**2) for g in grids])
+    return _Stack(grids, zaz, floor, a_cols, p, squared)
+
+
+def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
+    """``z'v`` for every candidate interval ``z``, each row of ``values`` ``(K, T)``."""
+    # one matrix product (BLAS) instead of differences of prefix sums gathered per
+    # interval: no index arrays to walk, and each sum is over its own cells only
+    return values @ g.indicators
 
 
 def _stack(grids: list[_Grid]) -> _Stack:
@@ -447,8 +465,7 @@ def fit_rows(
     """
     intervals = candidate_intervals(sm.size)
     z = interval_indicators(sm.size)
-    grids = [_grid(a, intervals, z, int(k)) for a, k in zip(sm.residual, sm.knots, strict=True)]
-    st = _stack(grids)
+    st = _stacked(sm.residual, sm.knots, intervals, z)
     # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
     # fresh allocations reuse freed memory instead of faulting in new pages
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
