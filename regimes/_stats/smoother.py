@@ -172,8 +172,9 @@ def hinge_regressor(u: np.ndarray, knot: int, factor: float) -> np.ndarray:
     factor :math:`1 + (m-1)(x - x_0)_+/x` (where :math:`a \ll bx`): on the log scale a
     kink at :math:`x_0` that then levels off towards :math:`\log m`, a shape no
     second-difference penalty lets a stiff trend take. :math:`m` = ``factor`` sets how
-    soon the rise levels off, the regressor's coefficient its size. ``u`` is
-    :math:`\log x`.
+    soon the rise levels off, the regressor's coefficient its size; a fixed cost
+    :math:`a` beside :math:`bx` makes the rise level off later, as a smaller :math:`m`
+    does. ``u`` is :math:`\log x`.
     """
     x = np.exp(np.asarray(u, dtype=float) - float(np.max(u)))
     return np.log1p((factor - 1.0) * np.maximum(0.0, x - x[knot]) / x)
