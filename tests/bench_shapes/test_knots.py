@@ -30,3 +30,21 @@ def test_a_knot_the_robust_score_places_a_cell_late_leaves_no_change_point() -> 
         assert rep.change_points.filter(pl.col("significant")).height == 0
         hinge = rep.groups.row(0, named=True)["slope_change_at"]
         assert hinge == batch.shapes[k].budgets[batch.shapes[k].hinge_at]
+
+
+def test_a_hinge_that_levels_off_late_is_one_slope_change() -> None:
+    # a smooth curve of bench/shapes.py (family mixed, seed 3) whose slope grows 3.9x
+    # from the eleventh of 22 budgets, beside a fixed cost of half the latency there: its
+    # rise levels off later than the hinge shape of m = 2.5, and with that shape alone the
+    # trend left a 2x step to the end beside its hinge; offered m = 1.5 too, it is one
+    # slope change near the true knot
+    batch = shapes.make_family("mixed", "null", 6, seed=3)
+    shape = batch.shapes[5]
+    assert (len(shape.budgets), shape.hinge_at) == (22, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RegimesWarning)
+        rep = detect_regimes(batch.frames[5])
+    assert rep.anomalies.height == 0
+    assert rep.change_points.filter(pl.col("significant")).height == 0
+    hinge = rep.groups.row(0, named=True)["slope_change_at"]
+    assert hinge in shape.budgets[9:12]
