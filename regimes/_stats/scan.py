@@ -165,16 +165,6 @@ def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
     return values @ g.indicators
 
 
-def _stack(grids: list[_Grid]) -> _Stack:
-    def stacked(name: str) -> np.ndarray:
-        return np.stack([getattr(g, name) for g in grids])
-
-    squared = np.array([np.sum(g.a**2) for g in grids])
-    return _Stack(
-        grids, stacked("zaz"), stacked("floor"), stacked("a_cols"), stacked("prefix2"), squared
-    )
-
-
 def _basis(st: _Stack, w: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     r"""Orthonormalise the chosen intervals in the metric of ``A`` (Gram-Schmidt).
 
@@ -254,21 +244,14 @@ def _gcv(levels: np.ndarray, g: _Grid, q: np.ndarray | None) -> np.ndarray:
     return t * rss / np.maximum(t - GCV_GAMMA * used, _TINY) ** 2
 
 
-def _final(
-    levels: np.ndarray, g: _Grid, chosen: np.ndarray, q: np.ndarray | None
-) -> tuple[np.ndarray, ...]:
-    """Estimates, unit standard errors, residual scale and df of the chosen model.
-
-    ``q``: its basis (:func:`_basis`), where the joint choice built it already.
-    """
-    zero = np.zeros(levels.shape[0], dtype=np.int64)
-    return _final_rows(levels, _stack([g]), zero, chosen, q)
-
-
 def _final_rows(
     levels: np.ndarray, st: _Stack, w: np.ndarray, chosen: np.ndarray, q: np.ndarray | None
 ) -> tuple[np.ndarray, ...]:
-    """:func:`_final` of every row on its smoother ``w``, rows ordered by smoother.
+    """Estimates, unit standard errors, residual scale, df and trend of each row's model.
+
+    Row ``k`` holds the intervals ``chosen[k]`` on smoother ``w[k]`` of ``st``, rows
+    ordered by smoother; ``q``: their basis (:func:`_basis`), where the joint choice
+    built it already.
 
     The matrix products are made per smoother, on that smoother's rows (how BLAS rounds a
     product depends on its shape); everything else once over all rows.
@@ -425,7 +408,7 @@ def _final_by_smoother(
     chosen: np.ndarray,
     q: np.ndarray | None,
 ) -> RowFit:
-    """Return :func:`_final` of every row on its own smoother, as a :class:`RowFit`."""
+    """Return :func:`_final_rows` of every row on its own smoother, as a :class:`RowFit`."""
     # stable: each smoother's rows keep their order, as in a product over them alone
     order = np.argsort(which, kind="stable")
     parts = _final_rows(

@@ -190,11 +190,12 @@ def _hinged(u_key: tuple[float, ...], knot: int, factor: float) -> np.ndarray:
     matrix is also the residual maker (a partial spline; Green and Silverman, 1994).
     """
     f = hinge_regressor(np.asarray(u_key), knot, factor)
-    mats = []
-    for a in _ladder(u_key)[0]:
-        af = a @ f
-        mats.append(a - np.outer(af, af) / max(float(f @ af), 1e-300))
-    return np.stack(mats)
+    return np.stack([_partial(a, f, a @ f) for a in _ladder(u_key)[0]])
+
+
+def _partial(a: np.ndarray, f: np.ndarray, af: np.ndarray) -> np.ndarray:
+    r"""Return :math:`A - A f f^\top A / f^\top A f` for ``a`` = :math:`A`, ``af`` = :math:`Af`."""
+    return a - np.outer(af, af) / max(float(f @ af), 1e-300)
 
 
 @lru_cache(maxsize=1024)
@@ -251,6 +252,12 @@ selection's default penalty charges a change point). At 2, a hinge took in steps
 (0.83 with no hinge)."""
 
 
+_SCORE_CELLS = 4_000_000
+"""Knots x rows x cells (and knots x cells x cells) scored at once by
+:func:`choose_knots`: a 300-cell grid offers 592 knots and shapes, whose stiff smoothers
+alone took 0.4 GB, and 3.9 GB cached with their whole ladders."""
+
+
 def _robust_score(levels: np.ndarray, residual: np.ndarray) -> np.ndarray:
     r"""Per smoother and row: :math:`T \log \mathrm{GCV}_{rob} + \mathrm{edf} \log T`."""
     # the GCV with the residuals' squared MAD for their mean square, as the first choice
@@ -290,13 +297,31 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     knots = [(k, m) for k in range(KNOT_MARGIN, t - KNOT_MARGIN) for m in HINGE_FACTORS]
     if not knots:
         return [None] * levels.shape[0]
-    key = _key(u)
-    ladder = _ladder(key)[0]
-    stiff = np.stack([_hinged(key, k, m)[0] for k, m in knots])
-    hinge = _robust_score(levels, stiff)
-    # a hinge is a slope that grows: one that falls would take in a spike's recovery
-    af = np.stack([ladder[0] @ hinge_regressor(np.asarray(key), k, m) for k, m in knots])
-    hinge[(levels @ af.T).T <= 0.0] = np.inf
+    key, size = _key(u), levels.size
+    per = max(1, min(_SCORE_CELLS // size, _SCORE_CELLS // (t * t)))
+    stiff = _ladder(key)[0][0]
+    hinge = np.concatenate(
+        [
+            _knot_scores(levels, stiff, np.asarray(key), knots[i : i + per])
+            for i in range(0, len(knots), per)
+        ]
+    )
     best = hinge.argmin(axis=0)
     grows = np.isfinite(hinge[best, np.arange(levels.shape[0])])
     return [knots[b] if g else None for b, g in zip(best.tolist(), grows.tolist(), strict=True)]
+
+
+def _knot_scores(
+    levels: np.ndarray, stiff: np.ndarray, u: np.ndarray, knots: list[Knot]
+) -> np.ndarray:
+    """Return the robust score of each knot and shape ``(W, K)``, inf where the slope falls.
+
+    ``stiff``: the stiffest unhinged smoother, to which each hinge regressor is added.
+    """
+    fs = [hinge_regressor(u, k, m) for k, m in knots]
+    afs = [stiff @ f for f in fs]
+    hinged = np.stack([_partial(stiff, f, af) for f, af in zip(fs, afs, strict=True)])
+    scores = _robust_score(levels, hinged)
+    # a hinge is a slope that grows: one that falls would take in a spike's recovery
+    scores[(levels @ np.stack(afs).T).T <= 0.0] = np.inf
+    return scores

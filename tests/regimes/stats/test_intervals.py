@@ -94,11 +94,12 @@ def test_a_spike_before_a_step_is_measured_against_the_trend():
 
 def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     from regimes._stats.intervals import interval_indicators
-    from regimes._stats.scan import _final, _grid
+    from regimes._stats.scan import _final_rows, _stacked
 
     sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
-    g = _grid(sm.residual[2], candidate_intervals(T), interval_indicators(T), -1)
-    delta, _, _, _, trend = _final(levels, g, chosen, None)
+    st = _stacked(sm.residual[2:3], np.array([-1]), candidate_intervals(T), interval_indicators(T))
+    one = np.zeros(levels.shape[0], dtype=np.int64)
+    delta, _, _, _, trend = _final_rows(levels, st, one, chosen, None)
     starts, ends = candidate_intervals(T)
     out = trend.copy()
     for j, c in enumerate(chosen[0]):
