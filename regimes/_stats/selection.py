@@ -90,31 +90,31 @@ def _bounds(group: np.ndarray, count: int) -> list[tuple[int, int]]:
 
 
 def _best(
-    r: np.ndarray,
+    rz: np.ndarray,
     grids: list[Grid],
     bounds: list[tuple[int, int]],
     explained: np.ndarray | None,
     w: Scratch,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return each row's best interval, its gain and ``z'A_Z z``, for residual ``r``.
+    """Return each row's best interval, its gain and ``z'A_Z z``, for residual sums ``rz``.
 
-    ``explained``: the sums of squares of the basis's interval sums, ``None`` before the
-    first interval (``z'A_Z z`` is then ``z'Az``). Works in the first ``len(r)`` rows of
-    ``w``: on rows of a few dozen draws each step is dominated by passes over these
-    arrays, so none is allocated afresh.
+    ``rz``: the residual's sum over every interval, ``r'z``; ``explained``: the sums of
+    squares of the basis's interval sums, ``None`` before the first interval
+    (``z'A_Z z`` is then ``z'Az``). Works in the first ``len(rz)`` rows of ``w``: on rows
+    of a few dozen draws each step is dominated by passes over these arrays, so none is
+    allocated afresh.
     """
-    n = r.shape[0]
+    n = rz.shape[0]
     den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
     for g, (a, b) in zip(grids, bounds, strict=True):
         if a < b:
-            np.matmul(r[a:b], g.indicators, out=gain[a:b])
             # den is finite (the basis is), so "not above the floor" is "at most it"
             if explained is None:
                 den[a:b], off[a:b] = g.zaz, g.zaz <= g.floor
             else:
                 np.subtract(g.zaz, explained[a:b], out=den[a:b])
                 np.less_equal(den[a:b], g.floor, out=off[a:b])
-    np.square(gain, out=gain)
+    np.square(rz, out=gain)
     # dividing everywhere and overwriting the intervals explained already is faster
     # than a masked division; what those few quotients overflow to is discarded (the
     # caller silences their warnings: one context per step would cost more)
@@ -150,14 +150,15 @@ class _State(NamedTuple):
     """The live rows of a selection, compacted as rows leave (ordered by set).
 
     ``live``: their index among all rows; ``group``: their set; ``lev``, ``r``: levels
-    and residual; ``q``: the basis so far; ``sums``: its interval sums; ``explained``:
-    their running sum of squares.
+    and residual; ``rz``: the residual's interval sums; ``q``: the basis so far;
+    ``sums``: its interval sums; ``explained``: their running sum of squares.
     """
 
     live: np.ndarray
     group: np.ndarray
     lev: np.ndarray
     r: np.ndarray
+    rz: np.ndarray
     q: np.ndarray
     sums: list[np.ndarray]
     explained: np.ndarray | None
@@ -165,9 +166,9 @@ class _State(NamedTuple):
 
 def _keep(s: _State, rows: np.ndarray) -> _State:
     """Return the state of the rows ``rows`` (a mask) only."""
-    live, group, lev, r, q = (v[rows] for v in (s.live, s.group, s.lev, s.r, s.q))
+    live, group, lev, r, rz, q = (v[rows] for v in (s.live, s.group, s.lev, s.r, s.rz, s.q))
     explained = None if s.explained is None else s.explained[rows]
-    return _State(live, group, lev, r, q, [v[rows] for v in s.sums], explained)
+    return _State(live, group, lev, r, rz, q, [v[rows] for v in s.sums], explained)
 
 
 def _start(parts: list[tuple[np.ndarray, Grid]], kmax: int) -> _State:
@@ -175,30 +176,40 @@ def _start(parts: list[tuple[np.ndarray, Grid]], kmax: int) -> _State:
     sizes = [lev.shape[0] for lev, _ in parts]
     lev = np.concatenate([lev for lev, _ in parts])
     r = np.empty(lev.shape)
+    rz = np.empty((lev.shape[0], parts[0][1].indicators.shape[1]))
     first = 0
     for (part, g), size in zip(parts, sizes, strict=True):
-        np.matmul(part, g.a, out=r[first : first + size])
+        rows = slice(first, first + size)
+        np.matmul(part, g.a, out=r[rows])
+        np.matmul(r[rows], g.indicators, out=rz[rows])
         first += size
     group = np.repeat(np.arange(len(parts)), sizes)
     q = np.zeros((lev.shape[0], kmax, lev.shape[1]))
-    return _State(np.arange(lev.shape[0]), group, lev, r, q, [], None)
+    return _State(np.arange(lev.shape[0]), group, lev, r, rz, q, [], None)
 
 
 class _Step(NamedTuple):
     """What every step of one selection reads: its smoothers and the steps each allows.
 
-    ``a_cols``: the smoothers' :attr:`Grid.a_cols`, stacked ``(S, T + 1, T)``.
+    ``a_cols``: the smoothers' :attr:`Grid.a_cols`, stacked ``(S, T + 1, T)``;
+    ``trace``: each smoother's ``tr A``; ``h2``: the penalty of one interval.
     """
 
     grids: list[Grid]
     a_cols: np.ndarray
     steps: np.ndarray
+    trace: np.ndarray
+    h2: float
     work: Scratch
 
 
 def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -> _State:
-    """Add each live row's best interval to its model; return the rows that go on."""
-    best, top, den = _best(s.r, c.grids, _bounds(s.group, len(c.grids)), s.explained, c.work)
+    """Add each live row's best interval to its model; return the rows that go on.
+
+    A row goes on while its last interval lowered its criterion and its set allows
+    another step.
+    """
+    best, top, den = _best(s.rz, c.grids, _bounds(s.group, len(c.grids)), s.explained, c.work)
     take = top > 0
     if not take.all():
         s, best, den = _keep(s, take), best[take], den[take]
@@ -213,12 +224,15 @@ def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -
     np.divide(vec, np.sqrt(den)[:, None], out=vec)
     s.q[:, step] = vec
     # np.add.reduce is what np.sum runs, without its wrappers' cost per call
-    np.subtract(s.r, vec * np.add.reduce(vec * s.lev, axis=1, keepdims=True), out=s.r)
+    fitted = np.add.reduce(vec * s.lev, axis=1, keepdims=True)
+    np.subtract(s.r, vec * fitted, out=s.r)
     rss[s.live, step + 1] = np.add.reduce(np.square(s.r), axis=1)
-    # a set's last step: its interval sums would serve a next step only
-    go_on = c.steps[s.group] > step + 1
+    # forward selection stops a row where its last interval did not lower BIC (the
+    # criterion's minimum is then behind it), and a set at its last step: the interval
+    # sums below would serve a next step only
+    go_on = (c.steps[s.group] > step + 1) & _improved(rss, s, c.trace, step, c.h2)
     if not go_on.all():
-        s, vec = _keep(s, go_on), vec[go_on]
+        s, vec, fitted = _keep(s, go_on), vec[go_on], fitted[go_on]
     m, w = s.live.size, c.work
     if m == 0:
         return s
@@ -226,6 +240,9 @@ def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -
         if a < b:
             np.matmul(vec[a:b], g.indicators, out=w.sums[step, a:b])
     sums = w.sums[step, :m]
+    # the residual loses fitted * vec, so its interval sums lose fitted * sums: one
+    # product per step where computing r'z afresh would take a second
+    np.subtract(s.rz, np.multiply(fitted, sums, out=w.gain[:m]), out=s.rz)
     if s.explained is None:
         explained = np.square(sums, out=w.explained[:m])
     else:
@@ -240,11 +257,10 @@ def _bic(rss: np.ndarray, trace: np.ndarray, k: np.ndarray, t: int, h2: float) -
     return t * np.log(np.maximum(rss / spare, TINY * TINY)) + h2 * k
 
 
-def _improved(
-    rss: np.ndarray, s: _State, trace: np.ndarray, step: int, t: int, h2: float
-) -> np.ndarray:
+def _improved(rss: np.ndarray, s: _State, trace: np.ndarray, step: int, h2: float) -> np.ndarray:
     """Whether each live row's interval of ``step`` lowered its BIC."""
     ks = np.array([step, step + 1])
+    t = s.lev.shape[1]
     bic = _bic(rss[s.live, step : step + 2], trace[s.group][:, None], ks[None, :], t, h2)
     return bic[:, 1] < bic[:, 0]
 
@@ -263,15 +279,12 @@ def _select_together(
     # each regime needs about three residual degrees of freedom of its own: on a short
     # grid, more would fit the noise away and leave the scale to nothing
     steps = np.array([min(kmax, max(1, int((v - 1.0) // 3))) for v in trace])
-    c = _Step(grids, np.stack([g.a_cols for g in grids]), steps, work)
+    c = _Step(grids, np.stack([g.a_cols for g in grids]), steps, trace, h2, work)
     group = s.group
     # what the division in _best overflows to is discarded
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         for step in range(int(steps.max())):
             s = _step(s, c, step, chosen, rss)
-            # forward selection stops a row where its last interval did not lower BIC
-            # (the criterion's minimum is then behind it)
-            s = _keep(s, _improved(rss, s, trace, step, t, h2)) if s.live.size else s
             if s.live.size == 0:
                 break
     k = np.arange(kmax + 1)[None, :]
