@@ -17,8 +17,8 @@ bootstrap draws (docs/method.md, sections 2-5):
    normal between-cell term for what the trials do not explain), fit every draw the same
    way, and compare each statistic with the largest one the draws selected among
    regimes of its width class (:mod:`regimes.detect._nulls`), beyond every draw with
-   the largest over every interval (:mod:`regimes.detect._scan`); in two stages, the
-   first 50 draws settling the curves far from ``alpha`` on either side;
+   the largest over every interval (:mod:`regimes.detect._scan`); in stages of 20, 50
+   and all draws, each settling the curves far from ``alpha``;
 5. draw it again under its fitted model (trend plus regimes) for the spread of each
    regime's onset, end and ratio;
 6. per curve, the sensitivity: the ratio over trend of a 1-, 2- or 4-cell spike that
@@ -36,7 +36,7 @@ from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Knot, Smoother, choose_knots, smoother_for
-from regimes.detect._nulls import class_maxima, class_p, first_stage, settled, t_sf, threshold
+from regimes.detect._nulls import class_maxima, class_p, settled, stages, t_sf, threshold
 from regimes.detect._regimes import (
     KMAX,
     WIDTH_CLASSES,
@@ -440,28 +440,32 @@ def _null_maxima(
 ) -> dict[int, np.ndarray]:
     """Per resampled curve, its null draws' largest statistics (:func:`_fitted_maxima`).
 
-    In two stages: every curve's ``n_boot`` draws are made and the first
-    :func:`~regimes.detect._nulls.first_stage` of them fitted; a curve whose p-values
-    those draws already settle (``fit``'s regimes, :func:`~regimes.detect._nulls.settled`)
-    keeps them alone, and the others get the rest fitted too (docs/method.md, section 4).
+    In stages: every curve's ``n_boot`` draws are made, and fitted a stage at a time
+    (:func:`~regimes.detect._nulls.stages`); a curve whose p-values its draws so far
+    settle (``fit``'s regimes, :func:`~regimes.detect._nulls.settled`) keeps them
+    alone, and the others get the next stage fitted too (docs/method.md, section 4).
     """
     if not rows:
         return {}
     b = o.n_boot
     levels = _draw_levels(curves, raw, rows, sm, o, 0)
     sampled = np.repeat(sampling[rows], b)
-    b1 = first_stage(b)
-    first = np.tile(np.arange(b) < b1, len(rows))
-    maxima = np.empty((first.size, 4, WIDTH_CLASSES))
-    maxima[first] = _fitted_maxima(levels[first], sampled[first], sm, o)
-    drawn = [
-        b1 if settled(_p_values(fit, i, maxima[k * b :][:b1], sm.size, o), o.alpha) else b
-        for k, i in enumerate(rows)
-    ]
-    rest = np.repeat(np.array(drawn) > b1, b) & ~first
-    if rest.any():
-        maxima[rest] = _fitted_maxima(levels[rest], sampled[rest], sm, o)
-    return {i: maxima[k * b :][: drawn[k]] for k, i in enumerate(rows)}
+    draw = np.tile(np.arange(b), len(rows))
+    maxima = np.empty((draw.size, 4, WIDTH_CLASSES))
+    kept = np.zeros(len(rows), dtype=int)  # the draws each settled curve keeps
+    done = 0
+    for size in stages(b):
+        still = kept == 0
+        if not still.any():
+            break
+        fitted = np.repeat(still, b) & (draw >= done) & (draw < size)
+        maxima[fitted] = _fitted_maxima(levels[fitted], sampled[fitted], sm, o)
+        for k in np.flatnonzero(still):
+            p_values = _p_values(fit, rows[k], maxima[k * b :][:size], sm.size, o)
+            if size == b or settled(p_values, o.alpha, size):
+                kept[k] = size
+        done = size
+    return {i: maxima[k * b :][: kept[k]] for k, i in enumerate(rows)}
 
 
 def _fitted_maxima(
@@ -514,6 +518,13 @@ def _add_spread(
         )
 
 
+OWN_CRITICAL_DRAWS = 50
+"""Fewest null draws a curve's sensitivity takes its critical value from; a curve that
+kept fewer (settled in the first stage) takes it from the grid's unit-noise draws, as
+a curve that was not resampled: their ``1 - alpha / 3`` quantile in 20 draws is the
+largest of them, and it put the detectable ratio of single cells 5-20 % too low."""
+
+
 PRIOR_DF = 4.0
 """Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
 
@@ -555,6 +566,7 @@ def _curve_model(
     level = o.alpha / classes_on(t)
     if nulls is not None:
         tested = _tested_regimes(regimes, nulls, df, t, o)
+    if nulls is not None and nulls.shape[0] >= min(OWN_CRITICAL_DRAWS, o.n_boot):
         q = threshold(nulls[:, 0], level)
     else:
         assert gauss is not None

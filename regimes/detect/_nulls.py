@@ -13,24 +13,28 @@ from scipy import special
 
 from regimes.detect._regimes import WIDTH_CLASSES
 
-__all__ = ["FIRST_STAGE", "class_maxima", "class_p", "first_stage", "settled", "t_sf", "threshold"]
+__all__ = ["STAGES", "class_maxima", "class_p", "settled", "stages", "t_sf", "threshold"]
 
 _EXACT_COUNT = 10
 """Draws at least as extreme below which a p-value comes from the fitted tail."""
 
-FIRST_STAGE = 50
-"""Null draws a curve is first tested on (:func:`first_stage`)."""
+STAGES = (20, 50)
+"""Null draws a curve is tested on before all ``n_boot`` (:func:`stages`)."""
 
 _SETTLED_BELOW = 0.01
 """Share of ``alpha`` under which a p-value of the first stage is settled."""
 
 _SETTLED_ABOVE = 0.5
-"""P-value at or above which one of the first stage is settled.
+"""P-value at or above which one of a stage of :data:`_ABOVE_FROM` draws or more is settled.
 
 On a grid of three width classes it is a count of at least 8 in 50 draws (more on one
 of fewer), where a p-value significant after Bonferroni (under ``alpha / 3`` per class)
 expects under 1: a chance of 1.7e-6 at ``alpha`` 0.05.
 """
+
+_ABOVE_FROM = 50
+"""Fewest draws that settle a p-value above :data:`_SETTLED_ABOVE`: in 20 draws it is a
+count of 3, which a p-value significant after Bonferroni reaches with a chance of 5e-3."""
 
 
 def class_maxima(z: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -92,19 +96,21 @@ def class_p(value: float, maxima: np.ndarray, c: int, scanned: np.ndarray) -> fl
     return p
 
 
-def first_stage(n_boot: int) -> int:
-    """Null draws of a curve's first stage: :data:`FIRST_STAGE`, or all if that is half or more."""
-    return FIRST_STAGE if n_boot >= 2 * FIRST_STAGE else n_boot
+def stages(n_boot: int) -> tuple[int, ...]:
+    """Null draws a curve is tested on at each stage: :data:`STAGES` of up to half, then all."""
+    return (*(size for size in STAGES if 2 * size <= n_boot), n_boot)
 
 
-def settled(p_values: list[float], alpha: float) -> bool:
-    """Whether every p-value of a curve's first stage is far from ``alpha``, on either side.
+def settled(p_values: list[float], alpha: float, draws: int) -> bool:
+    """Whether every p-value of a curve's stage of ``draws`` is far from ``alpha``, on either side.
 
     Under ``alpha`` times :data:`_SETTLED_BELOW` (more draws would move a tail fit's
-    estimate, not the verdict), or at least :data:`_SETTLED_ABOVE` (a count; Besag and
-    Clifford, 1991). Such a curve keeps its first-stage draws alone.
+    estimate, not the verdict), or, from :data:`_ABOVE_FROM` draws, at least
+    :data:`_SETTLED_ABOVE` (a count; Besag and Clifford, 1991). Such a curve keeps the
+    draws of its stage alone.
     """
-    return all(p <= alpha * _SETTLED_BELOW or p >= _SETTLED_ABOVE for p in p_values)
+    above = _SETTLED_ABOVE if draws >= _ABOVE_FROM else np.inf
+    return all(p <= alpha * _SETTLED_BELOW or p >= above for p in p_values)
 
 
 def threshold(maxima: np.ndarray, alpha: float) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Null draws: the tail over every interval past the count's floor, and the two stages."""
+"""Null draws: the tail over every interval past the count's floor, and the stages."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from regimes import detect_regimes
 from regimes._stats.scan import fit_rows, selection_threshold
 from regimes._stats.smoother import smoother_for
 from regimes.data.simulate import simulate_sweep
-from regimes.detect._nulls import class_p, first_stage, settled
+from regimes.detect._nulls import class_p, settled, stages
 from regimes.detect._regimes import KMAX, WIDTH_CLASSES, canonical, width_class
 from regimes.detect._scan import scan_maxima
 
@@ -62,13 +62,17 @@ def test_beyond_every_draw_the_tail_over_every_interval_lifts_the_floor() -> Non
     assert class_p(4.1, selected, 1, scanned) == class_p(4.1, selected, 1, selected)
 
 
-def test_the_first_stage_and_what_it_settles() -> None:
-    assert first_stage(200) == 50
-    assert first_stage(99) == 99
-    assert settled([1e-12, 0.9], 0.05)
-    assert settled([], 0.05)
-    assert not settled([1e-12, 0.01], 0.05)
-    assert not settled([0.3], 0.05)
+def test_the_stages_and_what_they_settle() -> None:
+    assert stages(200) == (20, 50, 200)
+    assert stages(99) == (20, 99)
+    assert stages(39) == (39,)
+    assert settled([1e-12, 0.9], 0.05, 50)
+    assert settled([], 0.05, 20)
+    assert not settled([1e-12, 0.01], 0.05, 50)
+    assert not settled([0.3], 0.05, 50)
+    # a count in 20 draws settles nothing above alpha: only a p-value far below it
+    assert not settled([1e-12, 0.9], 0.05, 20)
+    assert settled([1e-12, 1e-4], 0.05, 20)
 
 
 def _verdicts(trials: pl.DataFrame) -> pl.DataFrame:
@@ -88,14 +92,14 @@ def _verdicts(trials: pl.DataFrame) -> pl.DataFrame:
 
 
 @pytest.mark.filterwarnings("ignore::regimes.RegimesWarning")
-def test_two_stages_decide_as_all_draws_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stages_decide_as_all_draws_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # spikes from barely above min_ratio to clear: some curves settle in the first
     # stage, others need every draw; the verdicts must be those of every draw at once
     sweep = simulate_sweep(
         30, anomaly="spike", ratio=(1.2, 2.5), width=(1, 3), trials=3, cv=0.05, seed=5
     )
     staged = _verdicts(sweep.trials)
-    monkeypatch.setattr(model, "first_stage", lambda n_boot: n_boot)
+    monkeypatch.setattr(model, "stages", lambda n_boot: (n_boot,))
     at_once = _verdicts(sweep.trials)
     assert staged.height >= 10
     assert staged.equals(at_once)
