@@ -34,7 +34,7 @@ expects under 1: a chance of 1.7e-6 at ``alpha`` 0.05.
 
 _ABOVE_FROM = 50
 """Fewest draws that settle a p-value above :data:`_SETTLED_ABOVE`: in 20 draws it is a
-count of 3, which a p-value significant after Bonferroni reaches with a chance of 5e-3."""
+count of 3, which a p-value significant after Bonferroni reaches with a chance of 4e-3."""
 
 
 def class_maxima(z: np.ndarray, classes: np.ndarray) -> np.ndarray:
