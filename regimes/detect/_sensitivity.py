@@ -49,11 +49,12 @@ __all__ = [
     "PowerDesign",
     "PowerTable",
     "curve_sensitivities",
-    "detectable_on_ladder",
+    "detectable_on_ladders",
     "detectable_ratios",
     "ladder",
     "own_mean",
     "power_table",
+    "power_tables",
 ]
 
 SENSITIVITY_WIDTHS = (1, 2, 4)
@@ -146,6 +147,16 @@ def _placed(t: int, width: int, rng: np.random.Generator) -> np.ndarray:
     return (cols >= first[:, None]) & (cols < first[:, None] + width)
 
 
+class PowerDesign(NamedTuple):
+    """What power tables are drawn for: :func:`power_table`'s arguments but ladder and offset."""
+
+    sm: Smoother
+    least: int
+    h: float
+    sign: float
+    seed: int
+
+
 def power_table(
     sm: Smoother,
     least: int,
@@ -178,33 +189,67 @@ def power_table(
     -------
     PowerTable
     """
-    t, n_levels = sm.size, heights.size
-    # the draws depend on the grid and the seed alone, never on the heights asked for
-    rng = np.random.default_rng(np.random.SeedSequence((seed, t, least, 13)))
-    noise = rng.normal(size=(DRAWS, t)) + (0.0 if offset is None else offset)
+    return power_tables(PowerDesign(sm, least, h, sign, seed), [(heights, offset)])[0]
+
+
+def power_tables(
+    design: PowerDesign, asks: list[tuple[np.ndarray, np.ndarray | None]]
+) -> list[PowerTable]:
+    """:func:`power_table` of each ladder and offset in ``asks``, on one grid and flexibility.
+
+    Every table holds the same draws (they depend on the grid and the seed alone, never
+    on the heights asked for), about its own offset; a row's fit depends on that row
+    alone, so the tables are fitted together, one fit per width.
+    """
+    d = design
+    t, sizes = d.sm.size, [heights.size for heights, _ in asks]
+    n_levels = sum(sizes)
+    rng = np.random.default_rng(np.random.SeedSequence((d.seed, t, d.least, 13)))
+    noise = rng.normal(size=(DRAWS, t))
     shape = (len(SENSITIVITY_WIDTHS), n_levels, DRAWS)
     delta, se = np.full((*shape, KMAX), np.nan), np.full((*shape, KMAX), np.nan)
     start, end = np.zeros((*shape, KMAX), dtype=np.int64), np.zeros((*shape, KMAX), dtype=np.int64)
-    which, sigma, df = np.full(shape, least), np.ones(shape), np.ones(shape)
+    which, sigma, df = np.full(shape, d.least), np.ones(shape), np.ones(shape)
     valid = np.array([t - w >= 3 for w in SENSITIVITY_WIDTHS])
+    about = [noise + (0.0 if offset is None else offset) for _, offset in asks]
     for k, width in enumerate(SENSITIVITY_WIDTHS):
         if not valid[k]:
             continue
         mask = _placed(t, width, rng)
-        rows = noise[None] + sign * heights[:, None, None] * mask[None]
-        fit = fit_rows(rows.reshape(-1, t), sm.at_least(least), h, KMAX)
-        a, b, d = canonical(fit, t)
+        rows = np.concatenate(
+            [
+                drawn[None] + d.sign * heights[:, None, None] * mask[None]
+                for drawn, (heights, _) in zip(about, asks, strict=True)
+            ]
+        )
+        fit = fit_rows(rows.reshape(-1, t), d.sm.at_least(d.least), d.h, KMAX)
+        a, b, signed = canonical(fit, t)
         covered = np.tile(mask, (n_levels, 1))
         first, last = covered.argmax(axis=1), t - 1 - covered[:, ::-1].argmax(axis=1)
-        over = (a <= last[:, None]) & (b >= first[:, None]) & (np.sign(d) == sign)
+        over = (a <= last[:, None]) & (b >= first[:, None]) & (np.sign(signed) == d.sign)
         inner = (*shape[1:], KMAX)
-        delta[k] = np.where(over, np.abs(d), np.nan).reshape(inner)
+        delta[k] = np.where(over, np.abs(signed), np.nan).reshape(inner)
         se[k] = np.where(over, fit.se_unit, np.nan).reshape(inner)
         start[k], end[k] = a.reshape(inner), b.reshape(inner)
-        which[k] = least + fit.which.reshape(shape[1:])
+        which[k] = d.least + fit.which.reshape(shape[1:])
         sigma[k], df[k] = fit.sigma.reshape(shape[1:]), fit.df.reshape(shape[1:])
-    about = offset is not None
-    return PowerTable(heights, delta, se, start, end, which, sigma, df, valid, sign, about)
+    edges = np.cumsum([0, *sizes])
+    return [
+        PowerTable(
+            heights,
+            delta[:, lo:hi],
+            se[:, lo:hi],
+            start[:, lo:hi],
+            end[:, lo:hi],
+            which[:, lo:hi],
+            sigma[:, lo:hi],
+            df[:, lo:hi],
+            valid,
+            d.sign,
+            offset is not None,
+        )
+        for (heights, offset), lo, hi in zip(asks, edges[:-1], edges[1:], strict=True)
+    ]
 
 
 def _geometry(table: PowerTable, sm: Smoother) -> tuple[np.ndarray, ...]:
@@ -300,17 +345,6 @@ def _crossing(heights: np.ndarray, power: np.ndarray, sigma: float) -> float:
     return ratio if ratio <= LARGEST_RATIO * (1 + 1e-9) else float("inf")
 
 
-class PowerDesign(NamedTuple):
-    """What a power table is drawn for: the arguments of :func:`power_table` but the ladder."""
-
-    sm: Smoother
-    least: int
-    h: float
-    sign: float
-    seed: int
-    offset: np.ndarray | None = None
-
-
 def _joined(low: PowerTable, high: PowerTable) -> PowerTable:
     """Return the table of ``low``'s rungs followed by ``high``'s."""
 
@@ -335,44 +369,60 @@ def _settled(ratios: tuple[float, ...], table: PowerTable, curve: CurveNoise) ->
     return past or all(not np.isinf(r) for r in ratios)
 
 
-def detectable_on_ladder(
-    design: PowerDesign, heights: np.ndarray, curves: list[CurveNoise]
-) -> list[tuple[float, ...]]:
-    """Return the detectable ratios of ``curves`` from one table, fitting only the rungs needed.
+Ask = tuple[np.ndarray | None, np.ndarray, list[CurveNoise]]
+"""A power table asked for: its offset (None: flat), its ladder and the curves it serves."""
+
+
+def _first_rungs(heights: np.ndarray, curves: list[CurveNoise]) -> int:
+    """Rungs up to :data:`_MARGIN` over the highest threshold of ``curves`` (and one more)."""
+    top = max(c.tau0 / max(c.sigma, 1e-9) for c in curves) + _MARGIN
+    return min(heights.size, int(np.searchsorted(heights, top, side="right")) + 1)
+
+
+def _read(table: PowerTable, sm: Smoother, curves: list[CurveNoise]) -> list[tuple[float, ...]]:
+    geometry = _geometry(table, sm)
+    return [detectable_ratios(table, sm, c, geometry) for c in curves]
+
+
+def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tuple[float, ...]]]:
+    """Return the detectable ratios of each ask's curves, fitting only the rungs needed.
 
     A curve's answer is read at the first rung whose power reaches :data:`POWER` and the
     rung before it (:func:`detectable_ratios`), and every rung's draws are the same
     whichever rungs are fitted. So the rungs up to :data:`_MARGIN` over the highest
-    threshold of the curves are fitted first, the rest only where a curve has not
+    threshold of a table's curves are fitted first, the rest only where a curve has not
     crossed by then: the answers are those of the whole ladder, at about half its cost.
+    The tables of all asks are fitted together (:func:`power_tables`).
 
     Parameters
     ----------
     design : PowerDesign
-        The grid, trend flexibility, threshold, direction, seed and offset of the table.
-    heights : numpy.ndarray
-        The ladder, from :func:`ladder`.
-    curves : list of CurveNoise
-        The curves the table serves.
+        The grid, trend flexibility, threshold, direction and seed of the tables.
+    asks : list of Ask
+        Per table its offset, its ladder (from :func:`ladder`) and the curves it serves.
 
     Returns
     -------
-    list of tuple of float
-        Per curve, as :func:`detectable_ratios`.
+    list of list of tuple of float
+        Per ask and curve, as :func:`detectable_ratios`.
     """
-    d = design
-    top = max(c.tau0 / max(c.sigma, 1e-9) for c in curves) + _MARGIN
-    first = min(heights.size, int(np.searchsorted(heights, top, side="right")) + 1)
-    table = power_table(d.sm, d.least, d.h, d.sign, heights[:first], d.seed, d.offset)
-    geometry = _geometry(table, d.sm)
-    ratios = [detectable_ratios(table, d.sm, c, geometry) for c in curves]
-    if first < heights.size and not all(
-        _settled(r, table, c) for r, c in zip(ratios, curves, strict=True)
-    ):
-        rest = power_table(d.sm, d.least, d.h, d.sign, heights[first:], d.seed, d.offset)
-        table = _joined(table, rest)
-        geometry = _geometry(table, d.sm)
-        ratios = [detectable_ratios(table, d.sm, c, geometry) for c in curves]
+    firsts = [_first_rungs(heights, curves) for _, heights, curves in asks]
+    tables = power_tables(
+        design,
+        [(heights[:f], offset) for (offset, heights, _), f in zip(asks, firsts, strict=True)],
+    )
+    ratios = [_read(table, design.sm, a[2]) for table, a in zip(tables, asks, strict=True)]
+    more = [
+        i
+        for i, ((_, heights, curves), f) in enumerate(zip(asks, firsts, strict=True))
+        if f < heights.size
+        and not all(_settled(r, tables[i], c) for r, c in zip(ratios[i], curves, strict=True))
+    ]
+    if more:
+        rest = power_tables(design, [(asks[i][1][firsts[i] :], asks[i][0]) for i in more])
+        for i, table in zip(more, rest, strict=True):
+            tables[i] = _joined(tables[i], table)
+            ratios[i] = _read(tables[i], design.sm, asks[i][2])
     return ratios
 
 
@@ -431,18 +481,15 @@ def curve_sensitivities(
     out: list[tuple[float, ...]] = [()] * len(owns)
     if sm.size <= OWN_DRAWS_CELLS:
         residual_df = np.sum(sm.residual**2, axis=(1, 2))
-        for k, (w, curve) in enumerate(zip(chosen, owns, strict=True)):
+        asks: list[Ask] = []
+        for w, curve in zip(chosen, owns, strict=True):
             own, offset = own_mean(curve, float(residual_df[w]))
-            design = PowerDesign(sm, 0, h, sign, seed, offset)
-            out[k] = detectable_on_ladder(design, ladder(np.array([own.sigma]), tau0), [own])[0]
-        return out
+            asks.append((offset, ladder(np.array([own.sigma]), tau0), [own]))
+        return [r[0] for r in detectable_on_ladders(PowerDesign(sm, 0, h, sign, seed), asks)]
     for w in sorted(set(chosen)):
         members = np.flatnonzero(which == w)
-        ratios = detectable_on_ladder(
-            PowerDesign(sm, w, h, sign, seed),
-            ladder(noise[members], tau0),
-            [owns[i] for i in members],
-        )
+        ask = (None, ladder(noise[members], tau0), [owns[i] for i in members])
+        ratios = detectable_on_ladders(PowerDesign(sm, w, h, sign, seed), [ask])[0]
         for i, r in zip(members, ratios, strict=True):
             out[i] = r
     return out

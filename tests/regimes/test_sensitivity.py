@@ -9,7 +9,14 @@ import polars as pl
 
 from regimes import RegimesWarning, detect_regimes
 from regimes._stats.smoother import smoother_for
-from regimes.detect._sensitivity import CurveNoise, own_mean
+from regimes.detect._sensitivity import (
+    CurveNoise,
+    PowerDesign,
+    ladder,
+    own_mean,
+    power_table,
+    power_tables,
+)
 
 POW2 = np.array([32, 64, 128, 256, 512, 1024, 2048, 4096])
 
@@ -90,3 +97,22 @@ def test_a_spike_at_the_detectable_ratio_of_a_short_grid_is_found() -> None:
             found.append(hit.height > 0)
     assert 1.25 < ratio < 3.0
     assert np.mean(found) >= 0.6
+
+
+def test_tables_fitted_together_are_the_tables_fitted_alone() -> None:
+    # each curve of a short grid has its own table; fitted in one pass per width they
+    # must be what each would be on its own, to the bit
+    sm = smoother_for(np.log(POW2.astype(float)))
+    design = PowerDesign(sm, 0, 3.0, 1.0, 7)
+    rng = np.random.default_rng(1)
+    asks = [
+        (ladder(np.array([sigma]), np.log(1.25)), rng.normal(0.0, 2.0, POW2.size))
+        for sigma in (0.03, 0.1, 0.2)
+    ]
+    asks.append((ladder(np.array([0.05]), np.log(1.25)), None))
+    together = power_tables(design, asks)
+    for (heights, offset), table in zip(asks, together, strict=True):
+        alone = power_table(sm, 0, 3.0, 1.0, heights, 7, offset)
+        assert table.about_trend == (offset is not None)
+        for name in ("heights", "delta", "se_unit", "start", "end", "which", "sigma", "df"):
+            np.testing.assert_array_equal(getattr(table, name), getattr(alone, name))
