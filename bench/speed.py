@@ -14,8 +14,9 @@ noise CV 2-15 %, 0-3 % hiccups, session factors of 0-5 %.
    curves, over ``detect_regimes`` on the 1M rows;
 3. peak memory (resident set) of a fresh process that builds the 1M rows and runs
    ``detect_regimes`` on them, for both designs;
-4. a mixed sweep of curves with 1 to 3 sessions per cell (about 155,000 rows), and how
-   time grows with budgets per curve at a fixed 1M rows.
+4. a mixed sweep of curves with 1 to 3 sessions per cell (about 330,000 rows), how
+   time grows with budgets per curve at a fixed 1M rows, and a short grid (1,000 curves
+   x 9 budgets x 5 trials), where every curve simulates its own power.
 
 The figures go to ``--out`` (default ``bench/results/speed.json``, see
 ``bench/record.py``). ``--scale`` shrinks every design by that factor (curves, or rows
@@ -253,6 +254,14 @@ def scaling(record: Record, args: argparse.Namespace) -> None:
         record.value(where, "seconds", secs, unit="s")
         record.value(where, "per row", secs / data.height * 1e6, unit="us")
         print(f"   {n_budgets:>8} {curves:>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}")
+    short = sweep(max(2, round(1000 * args.scale)), 9, 5, seed=9)
+    secs, _ = timed(lambda: detect(short), args.repeats)
+    where = f"4. 9 budgets x {short['model'].n_unique()} curves x 5 trials"
+    record.value(where, "seconds", secs, unit="s")
+    record.value(where, "per row", secs / short.height * 1e6, unit="us")
+    print(
+        f"   {9:>8} {short['model'].n_unique():>7} {secs:>8.2f} {secs / short.height * 1e6:>7.2f}"
+    )
 
 
 if __name__ == "__main__":
