@@ -518,13 +518,6 @@ def _add_spread(
         )
 
 
-OWN_CRITICAL_DRAWS = 50
-"""Fewest null draws a curve's sensitivity takes its critical value from; a curve that
-kept fewer (settled in the first stage) takes it from the grid's unit-noise draws, as
-a curve that was not resampled: their ``1 - alpha / 3`` quantile in 20 draws is the
-largest of them, and it put the detectable ratio of single cells 5-20 % too low."""
-
-
 PRIOR_DF = 4.0
 """Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
 
@@ -566,7 +559,6 @@ def _curve_model(
     level = o.alpha / classes_on(t)
     if nulls is not None:
         tested = _tested_regimes(regimes, nulls, df, t, o)
-    if nulls is not None and nulls.shape[0] >= min(OWN_CRITICAL_DRAWS, o.n_boot):
         q = threshold(nulls[:, 0], level)
     else:
         assert gauss is not None
