@@ -245,23 +245,21 @@ def scaling(record: Record, args: argparse.Namespace) -> None:
     record.value(section, f"{mixed.height} rows", mixed_s, unit="s")
     print(f"\n{section}, {mixed.height:,} rows: {mixed_s:.2f} s")
     print(f"   {'budgets':>8} {'curves':>7} {'seconds':>8} {'us/row':>7}")
-    for n_budgets, n_curves in ((50, 1000), (500, 100), (5000, 10)):
+    # and a short grid, where every curve simulates its own power
+    for n_budgets, n_curves, trials in (
+        (50, 1000, 20),
+        (500, 100, 20),
+        (5000, 10, 20),
+        (9, 1000, 5),
+    ):
         n_curves = max(2, round(n_curves * args.scale))
-        data = sweep(n_curves, n_budgets, 20, seed=n_budgets)
+        data = sweep(n_curves, n_budgets, trials, seed=n_budgets)
         secs, _ = timed(lambda data=data: detect(data), args.repeats)
         curves = data["model"].n_unique()
-        where = f"4. {n_budgets} budgets x {curves} curves x 20 trials"
+        where = f"4. {n_budgets} budgets x {curves} curves x {trials} trials"
         record.value(where, "seconds", secs, unit="s")
         record.value(where, "per row", secs / data.height * 1e6, unit="us")
         print(f"   {n_budgets:>8} {curves:>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}")
-    short = sweep(max(2, round(1000 * args.scale)), 9, 5, seed=9)
-    secs, _ = timed(lambda: detect(short), args.repeats)
-    where = f"4. 9 budgets x {short['model'].n_unique()} curves x 5 trials"
-    record.value(where, "seconds", secs, unit="s")
-    record.value(where, "per row", secs / short.height * 1e6, unit="us")
-    print(
-        f"   {9:>8} {short['model'].n_unique():>7} {secs:>8.2f} {secs / short.height * 1e6:>7.2f}"
-    )
 
 
 if __name__ == "__main__":

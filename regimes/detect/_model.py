@@ -461,8 +461,10 @@ def _null_maxima(
         fitted = np.repeat(still, b) & (draw >= done) & (draw < size)
         maxima[fitted] = _fitted_maxima(levels[fitted], sampled[fitted], sm, o)
         for k in np.flatnonzero(still):
-            p_values = _p_values(fit, rows[k], maxima[k * b :][:size], sm.size, o)
-            if size == b or settled(p_values, o.alpha, size):
+            # every draw is fitted at the last stage: its p-values settle nothing more
+            if size == b or settled(
+                _p_values(fit, rows[k], maxima[k * b :][:size], sm.size, o), o.alpha, size
+            ):
                 kept[k] = size
         done = size
     return {i: maxima[k * b :][: kept[k]] for k, i in enumerate(rows)}

@@ -22,7 +22,7 @@ STAGES = (20, 50)
 """Null draws a curve is tested on before all ``n_boot`` (:func:`stages`)."""
 
 _SETTLED_BELOW = 0.01
-"""Share of ``alpha`` under which a p-value of the first stage is settled."""
+"""Share of ``alpha`` under which a p-value of any stage is settled."""
 
 _SETTLED_ABOVE = 0.5
 """P-value at or above which one of a stage of :data:`_ABOVE_FROM` draws or more is settled.

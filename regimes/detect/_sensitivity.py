@@ -369,8 +369,9 @@ def _settled(ratios: tuple[float, ...], table: PowerTable, curve: CurveNoise) ->
     return past or all(not np.isinf(r) for r in ratios)
 
 
-Ask = tuple[np.ndarray | None, np.ndarray, list[CurveNoise]]
-"""A power table asked for: its offset (None: flat), its ladder and the curves it serves."""
+Ask = tuple[np.ndarray, np.ndarray | None, list[CurveNoise]]
+"""A power table asked for: its ladder, its offset (None: flat) and the curves it serves;
+the first two are what :func:`power_tables` draws it from."""
 
 
 def _first_rungs(heights: np.ndarray, curves: list[CurveNoise]) -> int:
@@ -380,6 +381,7 @@ def _first_rungs(heights: np.ndarray, curves: list[CurveNoise]) -> int:
 
 
 def _read(table: PowerTable, sm: Smoother, curves: list[CurveNoise]) -> list[tuple[float, ...]]:
+    """Return the detectable ratios of ``curves`` from one table."""
     geometry = _geometry(table, sm)
     return [detectable_ratios(table, sm, c, geometry) for c in curves]
 
@@ -399,27 +401,27 @@ def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tup
     design : PowerDesign
         The grid, trend flexibility, threshold, direction and seed of the tables.
     asks : list of Ask
-        Per table its offset, its ladder (from :func:`ladder`) and the curves it serves.
+        Per table its ladder (from :func:`ladder`), its offset and the curves it serves.
 
     Returns
     -------
     list of list of tuple of float
         Per ask and curve, as :func:`detectable_ratios`.
     """
-    firsts = [_first_rungs(heights, curves) for _, heights, curves in asks]
+    firsts = [_first_rungs(heights, curves) for heights, _, curves in asks]
     tables = power_tables(
         design,
-        [(heights[:f], offset) for (offset, heights, _), f in zip(asks, firsts, strict=True)],
+        [(heights[:f], offset) for (heights, offset, _), f in zip(asks, firsts, strict=True)],
     )
     ratios = [_read(table, design.sm, a[2]) for table, a in zip(tables, asks, strict=True)]
     more = [
         i
-        for i, ((_, heights, curves), f) in enumerate(zip(asks, firsts, strict=True))
+        for i, ((heights, _, curves), f) in enumerate(zip(asks, firsts, strict=True))
         if f < heights.size
         and not all(_settled(r, tables[i], c) for r, c in zip(ratios[i], curves, strict=True))
     ]
     if more:
-        rest = power_tables(design, [(asks[i][1][firsts[i] :], asks[i][0]) for i in more])
+        rest = power_tables(design, [(asks[i][0][firsts[i] :], asks[i][1]) for i in more])
         for i, table in zip(more, rest, strict=True):
             tables[i] = _joined(tables[i], table)
             ratios[i] = _read(tables[i], design.sm, asks[i][2])
@@ -484,11 +486,11 @@ def curve_sensitivities(
         asks: list[Ask] = []
         for w, curve in zip(chosen, owns, strict=True):
             own, offset = own_mean(curve, float(residual_df[w]))
-            asks.append((offset, ladder(np.array([own.sigma]), tau0), [own]))
+            asks.append((ladder(np.array([own.sigma]), tau0), offset, [own]))
         return [r[0] for r in detectable_on_ladders(PowerDesign(sm, 0, h, sign, seed), asks)]
     for w in sorted(set(chosen)):
         members = np.flatnonzero(which == w)
-        ask = (None, ladder(noise[members], tau0), [owns[i] for i in members])
+        ask = (ladder(noise[members], tau0), None, [owns[i] for i in members])
         ratios = detectable_on_ladders(PowerDesign(sm, w, h, sign, seed), [ask])[0]
         for i, r in zip(members, ratios, strict=True):
             out[i] = r
