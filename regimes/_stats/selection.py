@@ -92,7 +92,7 @@ def _bounds(group: np.ndarray, count: int) -> list[tuple[int, int]]:
 def _best(
     rz: np.ndarray,
     grids: list[Grid],
-    bounds: list[tuple[int, int]],
+    group: np.ndarray,
     explained: np.ndarray | None,
     w: Scratch,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,21 +105,27 @@ def _best(
     allocated afresh.
     """
     n = rz.shape[0]
+    bounds = _bounds(group, len(grids))
     den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
-    for g, (a, b) in zip(grids, bounds, strict=True):
-        if a < b:
-            # den is finite (the basis is), so "not above the floor" is "at most it"
-            if explained is None:
-                den[a:b], off[a:b] = g.zaz, g.zaz <= g.floor
-            else:
-                np.subtract(g.zaz, explained[a:b], out=den[a:b])
-                np.less_equal(den[a:b], g.floor, out=off[a:b])
     np.square(rz, out=gain)
     # dividing everywhere and overwriting the intervals explained already is faster
     # than a masked division; what those few quotients overflow to is discarded (the
     # caller silences their warnings: one context per step would cost more)
-    np.divide(gain, den, out=gain)
-    np.copyto(gain, -1.0, where=off)
+    if explained is None:
+        # before the first interval a set's rows share z'Az, and most rows stop there:
+        # each set's rows are divided by it as a row vector, not by copies of it
+        for g, (a, b) in zip(grids, bounds, strict=True):
+            if a < b:
+                np.divide(gain[a:b], g.zaz, out=gain[a:b])
+                np.copyto(gain[a:b], -1.0, where=g.zaz <= g.floor)
+    else:
+        for g, (a, b) in zip(grids, bounds, strict=True):
+            if a < b:
+                # den is finite (the basis is), so "not above the floor" is "at most it"
+                np.subtract(g.zaz, explained[a:b], out=den[a:b])
+                np.less_equal(den[a:b], g.floor, out=off[a:b])
+        np.divide(gain, den, out=gain)
+        np.copyto(gain, -1.0, where=off)
     # an interval touching the first cell and its complement, a step to the end, fit
     # the same model (the trend has a free constant): their gains tie exactly, and
     # which one rounding favours must not decide; the first in candidate order wins.
@@ -143,6 +149,9 @@ def _best(
     if total != total:
         lost = np.flatnonzero(np.isnan(low))
         best[lost], top[lost] = 0, gain[lost, 0]
+    if explained is None:
+        zaz = np.stack([g.zaz for g in grids])
+        return best, top, zaz[group, best]
     return best, top, den[rows, best]
 
 
@@ -209,7 +218,7 @@ def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -
     A row goes on while its last interval lowered its criterion and its set allows
     another step.
     """
-    best, top, den = _best(s.rz, c.grids, _bounds(s.group, len(c.grids)), s.explained, c.work)
+    best, top, den = _best(s.rz, c.grids, s.group, s.explained, c.work)
     take = top > 0
     if not take.all():
         s, best, den = _keep(s, take), best[take], den[take]
