@@ -72,9 +72,12 @@ LARGEST_RATIO = 10.0
 _STEP = 1.25
 """Ratio between neighbouring heights of the ladder."""
 
-_MARGIN = 8.0
+_MARGIN = 5.0
 """Height over its TREAT threshold, in units of its noise, at which a curve's spikes are
 almost always reported: the rungs fitted first reach it for every curve of a table."""
+
+_MORE_RUNGS = 3
+"""Rungs fitted at each stage after the first, while a curve of the table has not crossed."""
 
 
 class PowerTable(NamedTuple):
@@ -386,15 +389,23 @@ def _read(table: PowerTable, sm: Smoother, curves: list[CurveNoise]) -> list[tup
     return [detectable_ratios(table, sm, c, geometry) for c in curves]
 
 
+def _rungs_next(heights: np.ndarray, curves: list[CurveNoise], fitted: int) -> int:
+    """Rungs to fit through next: to :data:`_MARGIN` over the highest threshold, then more."""
+    if fitted == 0:
+        return _first_rungs(heights, curves)
+    return min(heights.size, fitted + _MORE_RUNGS)
+
+
 def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tuple[float, ...]]]:
     """Return the detectable ratios of each ask's curves, fitting only the rungs needed.
 
     A curve's answer is read at the first rung whose power reaches :data:`POWER` and the
     rung before it (:func:`detectable_ratios`), and every rung's draws are the same
-    whichever rungs are fitted. So the rungs up to :data:`_MARGIN` over the highest
-    threshold of a table's curves are fitted first, the rest only where a curve has not
-    crossed by then: the answers are those of the whole ladder, at about half its cost.
-    The tables of all asks are fitted together (:func:`power_tables`).
+    whichever rungs are fitted. So the rungs are fitted from the lowest up, in stages:
+    those up to :data:`_MARGIN` over the highest threshold of a table's curves, then
+    :data:`_MORE_RUNGS` at a time, only while a curve of the table has not crossed. The
+    answers are those of the whole ladder; each stage fits the tables of all asks
+    still open together (:func:`power_tables`).
 
     Parameters
     ----------
@@ -408,24 +419,27 @@ def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tup
     list of list of tuple of float
         Per ask and curve, as :func:`detectable_ratios`.
     """
-    firsts = [_first_rungs(heights, curves) for heights, _, curves in asks]
-    tables = power_tables(
-        design,
-        [(heights[:f], offset) for (heights, offset, _), f in zip(asks, firsts, strict=True)],
-    )
-    ratios = [_read(table, design.sm, a[2]) for table, a in zip(tables, asks, strict=True)]
-    more = [
-        i
-        for i, ((heights, _, curves), f) in enumerate(zip(asks, firsts, strict=True))
-        if f < heights.size
-        and not all(_settled(r, tables[i], c) for r, c in zip(ratios[i], curves, strict=True))
-    ]
-    if more:
-        rest = power_tables(design, [(asks[i][0][firsts[i] :], asks[i][1]) for i in more])
-        for i, table in zip(more, rest, strict=True):
-            tables[i] = _joined(tables[i], table)
+    tables: dict[int, PowerTable] = {}
+    ratios: list[list[tuple[float, ...]]] = [[] for _ in asks]
+    pending = list(range(len(asks)))
+    while pending:
+        done = [tables[i].heights.size if i in tables else 0 for i in pending]
+        stops = [_rungs_next(asks[i][0], asks[i][2], d) for i, d in zip(pending, done, strict=True)]
+        rungs = [asks[i][0][d:stop] for i, d, stop in zip(pending, done, stops, strict=True)]
+        new = power_tables(design, [(r, asks[i][1]) for i, r in zip(pending, rungs, strict=True)])
+        for i, table in zip(pending, new, strict=True):
+            tables[i] = _joined(tables[i], table) if i in tables else table
             ratios[i] = _read(tables[i], design.sm, asks[i][2])
+        pending = [i for i in pending if not _all_settled(tables[i], asks[i], ratios[i])]
     return ratios
+
+
+def _all_settled(table: PowerTable, ask: Ask, ratios: list[tuple[float, ...]]) -> bool:
+    """Whether a table answers every curve it serves: its ladder fitted, or each crossed."""
+    heights, _, curves = ask
+    return table.heights.size == heights.size or all(
+        _settled(r, table, c) for r, c in zip(ratios, curves, strict=True)
+    )
 
 
 OWN_DRAWS_CELLS = 12
