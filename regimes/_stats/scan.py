@@ -117,7 +117,8 @@ def selection_threshold(t: int, penalty: float) -> float:
 class _Stack(NamedTuple):
     """The smoothers' arrays of :class:`_Grid`, stacked ``(S, ...)``: each row gathers its own.
 
-    ``a_squared``: the sum of the squares of each smoother's ``A``.
+    ``a``: the smoothers' ``A``; ``trace``: their traces; ``a_squared``: the sum of the
+    squares of each smoother's ``A``.
     """
 
     grids: list[_Grid]
@@ -125,6 +126,8 @@ class _Stack(NamedTuple):
     floor: np.ndarray
     a_cols: np.ndarray
     prefix2: np.ndarray
+    a: np.ndarray
+    trace: np.ndarray
     a_squared: np.ndarray
 
 
@@ -165,7 +168,8 @@ def _stacked(
         for w, k in enumerate(knots.tolist())
     ]
     squared = np.array([np.sum(g.a**2) for g in grids])
-    return _Stack(grids, zaz, floor, a_cols, p, squared)
+    trace = np.array([np.trace(g.a) for g in grids])
+    return _Stack(grids, zaz, floor, a_cols, p, residual, trace, squared)
 
 
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
@@ -232,25 +236,19 @@ def _median(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(s[:, -1]), np.nan, mid)
 
 
-def _gcv(levels: np.ndarray, g: _Grid, q: np.ndarray | None) -> np.ndarray:
-    r"""Generalised cross-validation score of each row under smoother ``g``.
+def _gcv(levels: np.ndarray, st: _Stack, q: np.ndarray) -> np.ndarray:
+    r"""Generalised cross-validation score of each row under every smoother, with regimes.
 
     :math:`T\,\mathrm{RSS} / (T - \gamma\,\nu)^2` with :math:`\nu` the degrees of
-    freedom of trend and regimes and :math:`\gamma` = :data:`GCV_GAMMA`. Without
-    regimes in the model the residual sum of squares is replaced by its robust
-    counterpart (the squared median absolute residual, times ``T``), so that a spike
-    the regimes have yet to explain does not pull the choice towards a trend that
-    chases it. ``q``: the regimes' basis (:func:`_basis`), ``None`` without regimes.
+    freedom of trend and regimes and :math:`\gamma` = :data:`GCV_GAMMA`; ``q``: the
+    regimes' basis under each smoother (:func:`_basis`), ``(S, K, kmax, T)``. Returns
+    ``(S, K)``. Without regimes, :func:`_choose` scores robustly.
     """
-    e = levels @ g.a
     t = levels.shape[1]
-    used = np.full(levels.shape[0], t - np.trace(g.a))
-    if q is None:
-        rss = t * (1.4826 * _median(np.abs(e))) ** 2
-    else:
-        e = e - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
-        used = used + np.sum(q**2, axis=(1, 2))
-        rss = np.sum(e**2, axis=1)
+    fitted = np.einsum("skjt,skj->skt", q, np.einsum("skjt,kt->skj", q, levels))
+    e = np.matmul(levels, st.a) - fitted
+    used = (t - st.trace)[:, None] + np.sum(q**2, axis=(2, 3))
+    rss = np.sum(e**2, axis=2)
     return t * rss / np.maximum(t - GCV_GAMMA * used, _TINY) ** 2
 
 
@@ -309,9 +307,21 @@ def _final_rows(
     return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend
 
 
-def _choose(levels: np.ndarray, grids: list[_Grid]) -> np.ndarray:
-    """Return the smoother of each row with the smallest cross-validation score."""
-    return np.argmin(np.stack([_gcv(levels, g, None) for g in grids]), axis=0)
+def _choose(levels: np.ndarray, st: _Stack) -> np.ndarray:
+    r"""Return the smoother of each row with the smallest robust cross-validation score.
+
+    :math:`T\,\mathrm{RSS} / (T - \gamma\,\nu)^2` as :func:`_gcv`, with the residual
+    sum of squares replaced by its robust counterpart (the squared median absolute
+    residual, times ``T``), so that a spike the regimes have yet to explain does not pull
+    the choice towards a trend that chases it. For every smoother at once: the stacked
+    product is one product per smoother, as a call of its own makes it, and one sort
+    serves every median.
+    """
+    t = levels.shape[1]
+    e = np.abs(np.matmul(levels, st.a))  # (S, K, T)
+    rss = t * (1.4826 * _median(e.reshape(-1, t)).reshape(e.shape[:2])) ** 2
+    used = t - st.trace
+    return np.argmin(t * rss / np.maximum(t - GCV_GAMMA * used, _TINY)[:, None] ** 2, axis=0)
 
 
 def _select_all(
@@ -327,9 +337,9 @@ def _select_all(
 
 
 def _joint(
-    levels: np.ndarray, g: _Grid, chosen: np.ndarray, q: np.ndarray, h2: float
+    levels: np.ndarray, st: _Stack, chosen: np.ndarray, q: np.ndarray, h2: float
 ) -> np.ndarray:
-    r"""Score of a trend and its regimes together, smaller is better.
+    r"""Score of each smoother's trend and regimes together ``(S, K)``, smaller is better.
 
     :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T`: the cross-validation
     score with the regimes in the model, each regime's selection penalty, and a BIC
@@ -337,13 +347,15 @@ def _joint(
     a bend in costs what a regime over it costs, and one that takes a single cell at an
     end of the grid in costs more than the regime. A hinge's place is a parameter too:
     a hinged trend pays :data:`~regimes._stats.smoother.KNOT_PRICE` for the hinge's
-    degree of freedom. ``q``: the regimes' basis.
+    degree of freedom. ``chosen`` ``(S, K, kmax)`` and ``q``: each smoother's regimes
+    and their basis.
     """
     t = levels.shape[1]
-    k = np.sum(chosen >= 0, axis=1)
-    edf = t - np.trace(g.a) + (KNOT_PRICE - 1.0) * g.hinged
-    gcv = t * np.log(np.maximum(_gcv(levels, g, q), _TINY * _TINY))
-    return gcv + h2 * k + np.log(t) * edf
+    k = np.sum(chosen >= 0, axis=2)
+    hinged = np.array([g.hinged for g in st.grids])
+    edf = t - st.trace + (KNOT_PRICE - 1.0) * hinged
+    gcv = t * np.log(np.maximum(_gcv(levels, st, q), _TINY * _TINY))
+    return gcv + h2 * k + np.log(t) * edf[:, None]
 
 
 def _fit_one(
@@ -365,7 +377,7 @@ def _fit_one(
     regimes. ``st``: the grid's smoothers.
     """
     k_rows, grids = levels.shape[0], st.grids
-    which = _choose(levels, grids) if held is None else held.copy()
+    which = _choose(levels, st) if held is None else held.copy()
     chosen = _select_all(levels, grids, which, h, kmax, work)
     # a hinge can take in part of a step and leave nothing to select: a row whose first
     # smoother is hinged is offered the others, with their regimes, all the same
@@ -385,9 +397,7 @@ def _fit_one(
         # final fit, and the rows without a regime have an empty one
         smoother = np.repeat(np.arange(len(grids)), again.size)
         bases = _basis(st, smoother, picks.reshape(-1, kmax)).reshape((*picks.shape, -1))
-        scores = np.stack(
-            [_joint(sub, g, c, b, h * h) for g, c, b in zip(grids, picks, bases, strict=True)]
-        )
+        scores = _joint(sub, st, picks, bases, h * h)
         best = np.argmin(scores, axis=0)
         which[again] = best
         chosen[again] = picks[best, np.arange(again.size)]
