@@ -29,7 +29,13 @@ Figures, each with a 95 % Clopper-Pearson interval:
 The figures go to ``--out`` (default ``bench/results/accuracy.json``, see
 ``bench/record.py``); a run with ``--only`` is written only to an ``--out`` given.
 
-Run: ``python bench/accuracy.py [--curves 200] [--workers 1] [--only NAME] [--out PATH]``.
+600 curves per scenario by default: a coverage near 0.95 measured on 200 detections has
+a standard error of 0.015, so a scenario whose interval covers 0.95 of the time falls
+under 0.93 in about one run in ten (seed 1 at 200 curves: 1.5x spikes of
+five trials 0.924, 0.953 over seeds 1-3); at 600, 0.009 and one run in 80. A run
+takes about 32 minutes with two workers on two cores.
+
+Run: ``python bench/accuracy.py [--curves 600] [--workers 1] [--only NAME] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -530,7 +536,7 @@ def published(n_seeds: int, out: Section) -> list[str]:
 def main() -> None:
     """Run every scenario (or those named by ``--only``) and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--curves", type=int, default=200, help="curves per scenario")
+    parser.add_argument("--curves", type=int, default=600, help="curves per scenario")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", default=None, help="run scenarios whose name contains this")
