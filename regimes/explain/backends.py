@@ -374,7 +374,9 @@ def _compare(
 
     def interval(estimate: float, spread: float, dof: float) -> tuple[float, float, float]:
         half = float(stats.t.ppf(quantile, dof)) * spread
-        return math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half)
+        with np.errstate(over="ignore"):  # a ratio beyond 1e308 is reported as inf
+            ratio, low, high = np.exp([estimate, estimate - half, estimate + half])
+        return float(ratio), float(low), float(high)
 
     ratio = interval(d_own, se_own, df_own)
     other_ratio = interval(d_other, se_other, df_other)

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from regimes._labels import text_label
 from regimes._result import AnalysisResult, untested_frame
@@ -442,20 +441,18 @@ class _OperatorGroup:
         """Return the operator's ratio over its trend inside, its interval and p-value."""
         curve, opts = self.curves[k], self.options
         tests = fixed_interval_test(curve, first, last, self.taus[k])
-        est, se, dof = float(tests.estimate[0]), float(tests.se[0]), float(tests.df[0])
-        half = float(stats.t.ppf((1 + opts.level) / 2, dof)) * se
-        p = treat_p_values(
-            np.array([est]), np.array([se]), np.array([dof]), "up", math.log(opts.min_ratio)
-        )
+        p = treat_p_values(tests.estimate, tests.se, tests.df, "up", math.log(opts.min_ratio))
+        # a t interval on a fraction of a degree of freedom can pass 1e308: reported as inf
+        ratio, low, high = (float(v[0]) for v in tests.ratio_interval(opts.level))
         level = np.exp(curve.level[first : last + 1]).mean()
         return {
             "operator": self.names[k],
             "n_cells": last - first + 1,
             "time_s": float(level),
-            "trend_s": float(level / math.exp(est)),
-            "ratio": math.exp(est),
-            "ratio_low": math.exp(est - half),
-            "ratio_high": math.exp(est + half),
+            "trend_s": float(level / ratio),
+            "ratio": ratio,
+            "ratio_low": low,
+            "ratio_high": high,
             "p_value": float(p[0]),
         }
 

@@ -15,6 +15,8 @@ import polars as pl
 import pytest
 
 import regimes
+from regimes._stats.interval_tests import IntervalTests
+from regimes.explain import operators
 from regimes.explain.operators import OTHER
 
 REPO = Path(__file__).resolve().parents[3]
@@ -163,3 +165,16 @@ def test_the_operator_table_names_its_case_once_not_in_every_row():
         for column in ("backend", "model", "use_cache"):
             assert f">{column}</th>" not in html
         assert ">operator</th>" in html and ">share</th>" in html
+
+
+def test_a_ratio_interval_beyond_floating_point_is_infinite_not_an_error(monkeypatch):
+    # a t interval on a fraction of a degree of freedom: its upper end passes 1e308 (seen
+    # on few profiled budgets of one generation's noise, as an OverflowError from math.exp)
+    def wide(*args, **kwargs):
+        one = np.ones(1)
+        return IntervalTests(estimate=one, se=500.0 * one, df=0.2 * one, p_value=0.5 * one)
+
+    monkeypatch.setattr(operators, "fixed_interval_test", wide)
+    res = regimes.attribute_operators(_ops(), _report(), n_boot=200)
+    high = res.operators.get_column("ratio_high").to_numpy()
+    assert np.isinf(high).all() and (res.operators.get_column("ratio_low") >= 0).all()
