@@ -117,8 +117,8 @@ def selection_threshold(t: int, penalty: float) -> float:
 class _Stack(NamedTuple):
     """The smoothers' arrays of :class:`_Grid`, stacked ``(S, ...)``: each row gathers its own.
 
-    ``a``: the smoothers' ``A``; ``trace``: their traces; ``a_squared``: the sum of the
-    squares of each smoother's ``A``.
+    ``a``: the smoothers' ``A``; ``trace``: their traces; ``hinged``: whether each holds
+    a hinge; ``a_squared``: the sum of the squares of each smoother's ``A``.
     """
 
     grids: list[_Grid]
@@ -128,6 +128,7 @@ class _Stack(NamedTuple):
     prefix2: np.ndarray
     a: np.ndarray
     trace: np.ndarray
+    hinged: np.ndarray
     a_squared: np.ndarray
 
 
@@ -169,7 +170,7 @@ def _stacked(
     ]
     squared = np.array([np.sum(g.a**2) for g in grids])
     trace = np.array([np.trace(g.a) for g in grids])
-    return _Stack(grids, zaz, floor, a_cols, p, residual, trace, squared)
+    return _Stack(grids, zaz, floor, a_cols, p, residual, trace, knots >= 0, squared)
 
 
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
@@ -352,8 +353,7 @@ def _joint(
     """
     t = levels.shape[1]
     k = np.sum(chosen >= 0, axis=2)
-    hinged = np.array([g.hinged for g in st.grids])
-    edf = t - st.trace + (KNOT_PRICE - 1.0) * hinged
+    edf = t - st.trace + (KNOT_PRICE - 1.0) * st.hinged
     gcv = t * np.log(np.maximum(_gcv(levels, st, q), _TINY * _TINY))
     return gcv + h2 * k + np.log(t) * edf[:, None]
 
@@ -381,8 +381,7 @@ def _fit_one(
     chosen = _select_all(levels, grids, which, h, kmax, work)
     # a hinge can take in part of a step and leave nothing to select: a row whose first
     # smoother is hinged is offered the others, with their regimes, all the same
-    hinged = np.array([g.hinged for g in grids])[which]
-    again = np.flatnonzero(((chosen >= 0).any(axis=1) | hinged) & (held is None))
+    again = np.flatnonzero(((chosen >= 0).any(axis=1) | st.hinged[which]) & (held is None))
     basis = np.zeros((k_rows, kmax, levels.shape[1]))
     if again.size:
         sub, first = levels[again], which[again]

@@ -379,23 +379,35 @@ Ask = tuple[np.ndarray, np.ndarray | None, list[CurveNoise]]
 the first two are what :func:`power_tables` draws it from."""
 
 
-def _first_rungs(heights: np.ndarray, curves: list[CurveNoise]) -> int:
-    """Rungs up to :data:`_MARGIN` over the highest threshold of ``curves`` (and one more)."""
+def _rungs_next(heights: np.ndarray, curves: list[CurveNoise], fitted: int) -> int:
+    """Rungs to fit through next, ``fitted`` fitted so far.
+
+    First to :data:`_MARGIN` over the highest threshold of ``curves`` (and one more),
+    then :data:`_MORE_RUNGS` more at a time.
+    """
+    if fitted:
+        return min(heights.size, fitted + _MORE_RUNGS)
     top = max(c.tau0 / max(c.sigma, 1e-9) for c in curves) + _MARGIN
     return min(heights.size, int(np.searchsorted(heights, top, side="right")) + 1)
 
 
-def _read(table: PowerTable, sm: Smoother, curves: list[CurveNoise]) -> list[tuple[float, ...]]:
-    """Return the detectable ratios of ``curves`` from one table."""
+def _read(
+    table: PowerTable,
+    sm: Smoother,
+    curves: list[CurveNoise],
+    ratios: list[tuple[float, ...]],
+    settled: list[bool],
+) -> None:
+    """Read, in place, the detectable ratios of the curves no shorter ladder settled.
+
+    A settled curve's answer is final: its crossing is the first, and the rungs added
+    lie above it (:func:`_settled`).
+    """
     geometry = _geometry(table, sm)
-    return [detectable_ratios(table, sm, c, geometry) for c in curves]
-
-
-def _rungs_next(heights: np.ndarray, curves: list[CurveNoise], fitted: int) -> int:
-    """Rungs to fit through next: to :data:`_MARGIN` over the highest threshold, then more."""
-    if fitted == 0:
-        return _first_rungs(heights, curves)
-    return min(heights.size, fitted + _MORE_RUNGS)
+    for k, curve in enumerate(curves):
+        if not settled[k]:
+            ratios[k] = detectable_ratios(table, sm, curve, geometry)
+            settled[k] = _settled(ratios[k], table, curve)
 
 
 def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tuple[float, ...]]]:
@@ -422,7 +434,8 @@ def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tup
         Per ask and curve, as :func:`detectable_ratios`.
     """
     tables: dict[int, PowerTable] = {}
-    ratios: list[list[tuple[float, ...]]] = [[] for _ in asks]
+    ratios: list[list[tuple[float, ...]]] = [[()] * len(a[2]) for a in asks]
+    settled = [[False] * len(a[2]) for a in asks]
     pending = list(range(len(asks)))
     while pending:
         done = [tables[i].heights.size if i in tables else 0 for i in pending]
@@ -431,17 +444,11 @@ def detectable_on_ladders(design: PowerDesign, asks: list[Ask]) -> list[list[tup
         new = power_tables(design, [(r, asks[i][1]) for i, r in zip(pending, rungs, strict=True)])
         for i, table in zip(pending, new, strict=True):
             tables[i] = _joined(tables[i], table) if i in tables else table
-            ratios[i] = _read(tables[i], design.sm, asks[i][2])
-        pending = [i for i in pending if not _all_settled(tables[i], asks[i], ratios[i])]
+            _read(tables[i], design.sm, asks[i][2], ratios[i], settled[i])
+        pending = [
+            i for i in pending if tables[i].heights.size < asks[i][0].size and not all(settled[i])
+        ]
     return ratios
-
-
-def _all_settled(table: PowerTable, ask: Ask, ratios: list[tuple[float, ...]]) -> bool:
-    """Whether a table answers every curve it serves: its ladder fitted, or each crossed."""
-    heights, _, curves = ask
-    return table.heights.size == heights.size or all(
-        _settled(r, table, c) for r, c in zip(ratios, curves, strict=True)
-    )
 
 
 OWN_DRAWS_CELLS = 12
