@@ -470,7 +470,9 @@ def fit_rows(
     st = _stacked(sm.residual, sm.knots, intervals, z)
     # rows per chunk: bounded by the memory of the per-interval arrays
     chunk = min(_MAX_ROWS, max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1))))
-    work = scratch(min(chunk, levels.shape[0]), intervals[0].size, kmax)
+    # the joint choice offers each row to every other smoother: up to S times its rows
+    offered = levels.shape[0] * (sm.edf.size if held is None else 1)
+    work = scratch(min(chunk, offered), intervals[0].size, kmax)
     parts = [
         _fit_one(
             levels[i : i + chunk],
