@@ -92,12 +92,17 @@ tables of 200 curves took 3.2 s in such chunks, 2.7 s in chunks of 2,000, 2.8 s 
 
 
 class RowFit(NamedTuple):
-    """The fitted model of each row.
+    r"""The fitted model of each row.
 
     ``chosen``: interval indices, ``(K, kmax)``, -1 where unused; ``delta`` and
-    ``se_unit`` (the standard error for unit noise) per chosen interval; ``sigma``,
-    ``df``: the residual scale and its degrees of freedom; ``which``: the smoother;
-    ``trend``: the fitted trend :math:`g`, ``(K, T)``.
+    ``se_unit`` (the standard error for unit noise) per chosen interval: its level over
+    the trend, the mean over all its cells (a regime nested in it that is none of its
+    own counted in, :func:`_with_stairs`); ``sigma``, ``df``: the residual scale and its degrees of
+    freedom; ``which``: the smoother; ``trend``: the fitted trend :math:`g`, ``(K, T)``;
+    ``coef``: each interval's coefficient :math:`\hat\delta`, the level of its cells
+    outside the intervals nested in it over the level around it (the fitted values are
+    the trend plus every coefficient over its cells), and ``cov_unit`` their covariance
+    for unit noise ``(K, kmax, kmax)``.
     """
 
     chosen: np.ndarray
@@ -107,6 +112,8 @@ class RowFit(NamedTuple):
     df: np.ndarray
     which: np.ndarray
     trend: np.ndarray
+    coef: np.ndarray
+    cov_unit: np.ndarray
 
 
 def selection_threshold(t: int, penalty: float) -> float:
@@ -256,11 +263,11 @@ def _gcv(levels: np.ndarray, st: _Stack, q: np.ndarray) -> np.ndarray:
 def _final_rows(
     levels: np.ndarray, st: _Stack, w: np.ndarray, chosen: np.ndarray, q: np.ndarray | None
 ) -> tuple[np.ndarray, ...]:
-    """Estimates, unit standard errors, residual scale, df and trend of each row's model.
+    """Estimates, unit standard errors, residual scale, df, trend and covariance of each row.
 
-    Row ``k`` holds the intervals ``chosen[k]`` on smoother ``w[k]`` of ``st``, rows
-    ordered by smoother; ``q``: their basis (:func:`_basis`), where the joint choice
-    built it already.
+    Row ``k`` holds the intervals ``chosen[k]`` on smoother
+    ``w[k]`` of ``st``, rows ordered by smoother; ``q``: their basis (:func:`_basis`),
+    where the joint choice built it already.
 
     The matrix products are made per smoother, on that smoother's rows (how BLAS rounds a
     product depends on its shape); everything else once over all rows.
@@ -305,7 +312,9 @@ def _final_rows(
         cells < np.where(used, e1, 0)[:, None, :]
     )
     trend = levels - e - np.einsum("kti,ki->kt", z.astype(float), np.where(used, delta, 0.0))
-    return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend
+    unused = ~(used[:, :, None] & used[:, None, :])
+    cov = np.where(unused, np.nan, cov)
+    return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend, cov
 
 
 def _choose(levels: np.ndarray, st: _Stack) -> np.ndarray:
@@ -438,12 +447,63 @@ def _final_by_smoother(
         field = np.empty_like(part)
         field[order] = part
         fields.append(field)
-    delta, se_unit, sigma, df, trend = fields
-    return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend)
+    delta, se_unit, sigma, df, trend, cov = fields
+    # each regime's level is its coefficient until fit_rows counts its stairs in
+    return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend, delta, cov)
+
+
+def _with_stairs(fit: RowFit, t: int, tau0: float) -> RowFit:
+    r"""Each regime's level over all its cells, the nested regimes it holds counted in.
+
+    With a regime :math:`j` and a regime :math:`i` nested in it, the coefficient
+    :math:`\delta_j` is the level of the cells of :math:`j` outside :math:`i`. Where
+    :math:`i` is no regime of its own, its cells are part of :math:`j`'s level, the mean
+    over its :math:`w_j` cells :math:`\delta_j + (w_i / w_j)\,\delta_i` with variance
+    :math:`L\Sigma L^\top` for that contrast :math:`L`: where :math:`i`'s level
+    :math:`\delta_j + \delta_i` lies between the trend and :math:`\delta_j` (a stair,
+    :mod:`regimes._stats.intervals`), or where :math:`|\delta_i|` is at most ``tau0``,
+    the least effect a regime is reported at (it can never be reported). A peak beyond
+    that is a regime of its own, and :math:`j`'s level leaves it out.
+    """
+    starts, ends = candidate_intervals(t)
+    used = fit.chosen >= 0
+    idx = np.maximum(fit.chosen, 0)
+    s, e1 = starts[idx], ends[idx] + 1
+    width = np.where(used, e1 - s, 1)
+    # [k, j, i]: regime i strictly inside regime j
+    inside = (
+        used[:, None, :]
+        & used[:, :, None]
+        & (s[:, None, :] >= s[:, :, None])
+        & (e1[:, None, :] <= e1[:, :, None])
+        & (width[:, None, :] < width[:, :, None])
+    )
+    d = np.where(used, fit.coef, 0.0)
+    outer, inner = d[:, :, None], d[:, None, :] + d[:, :, None]
+    stair = (inner <= np.maximum(outer, 0.0)) & (inner >= np.minimum(outer, 0.0))
+    part = inside & (stair | (np.abs(d)[:, None, :] <= tau0))
+    rows = np.flatnonzero(part.any(axis=(1, 2)))
+    if not rows.size:
+        return fit
+    contrast = np.eye(d.shape[1]) + part[rows] * (width[rows, None, :] / width[rows, :, None])
+    delta, se_unit = fit.delta.copy(), fit.se_unit.copy()
+    delta[rows] = np.einsum("kji,ki->kj", contrast, d[rows])
+    cov = np.nan_to_num(fit.cov_unit[rows])
+    spread = contrast @ cov @ np.swapaxes(contrast, 1, 2)
+    se_unit[rows] = np.sqrt(np.maximum(np.diagonal(spread, axis1=1, axis2=2), 0.0))
+    unused = ~used[rows]
+    delta[rows] = np.where(unused, np.nan, delta[rows])
+    se_unit[rows] = np.where(unused, np.nan, se_unit[rows])
+    return fit._replace(delta=delta, se_unit=se_unit)
 
 
 def fit_rows(
-    levels: np.ndarray, sm: Smoother, h: float, kmax: int, held: np.ndarray | None = None
+    levels: np.ndarray,
+    sm: Smoother,
+    h: float,
+    kmax: int,
+    held: np.ndarray | None = None,
+    tau0: float = 0.0,
 ) -> RowFit:
     """Fit the regime model to every row of ``levels`` ``(K, T)`` on grid ``sm``.
 
@@ -460,6 +520,9 @@ def fit_rows(
     held : numpy.ndarray, optional
         Each row's smoother ``(K,)``, held instead of chosen: only the regimes are
         selected.
+    tau0 : float, default 0.0
+        The least effect a regime is reported at (log scale): a regime nested in another
+        within it of that one's level is part of it (:func:`_with_stairs`).
 
     Returns
     -------
@@ -484,4 +547,5 @@ def fit_rows(
         )
         for i in range(0, levels.shape[0], chunk)
     ]
-    return RowFit(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+    fit = RowFit(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+    return _with_stairs(fit, sm.size, tau0)

@@ -91,7 +91,12 @@ class CurveInput(NamedTuple):
 
 
 class Regime(NamedTuple):
-    """One regime of a curve's model, cell indices within the curve."""
+    """One regime of a curve's model, cell indices within the curve.
+
+    ``delta``, ``se``: its level over the trend and that level's standard error (the
+    mean over its cells, a stair nested in it counted in); ``coef``: its coefficient in
+    the model, what its cells add to the fitted values (:class:`RowFit`).
+    """
 
     start: int
     end: int
@@ -104,6 +109,7 @@ class Regime(NamedTuple):
     p_change: float
     bounds: tuple[int, int, int, int]
     boot_delta: tuple[float, float] | None
+    coef: float
 
 
 class CurveModel(NamedTuple):
@@ -154,8 +160,8 @@ class _Options(NamedTuple):
     h: float
 
 
-def _regimes_of(fit: RowFit, row: int, t: int) -> list[tuple[int, int, float, float]]:
-    """Return the row's regimes as ``(start, end, delta, se)``."""
+def _regimes_of(fit: RowFit, row: int, t: int) -> list[tuple[int, int, float, float, float]]:
+    """Return the row's regimes as ``(start, end, delta, se, coef)``."""
     starts, ends = candidate_intervals(t)
     return [
         (
@@ -163,6 +169,7 @@ def _regimes_of(fit: RowFit, row: int, t: int) -> list[tuple[int, int, float, fl
             int(ends[c]),
             float(fit.delta[row, j]),
             float(fit.se_unit[row, j] * fit.sigma[row]),
+            float(fit.coef[row, j]),
         )
         for j, c in enumerate(fit.chosen[row])
         if c >= 0
@@ -218,7 +225,7 @@ def _fitted(fit: RowFit, row: int, t: int) -> np.ndarray:
     out = fit.trend[row].copy()
     for j, c in enumerate(fit.chosen[row]):
         if c >= 0:
-            out[starts[c] : ends[c] + 1] += fit.delta[row, j]
+            out[starts[c] : ends[c] + 1] += fit.coef[row, j]
     return out
 
 
@@ -230,7 +237,7 @@ def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> _Gauss:
     """
     rng = np.random.default_rng(np.random.SeedSequence((seed, sm.size, 7)))
     rows = rng.normal(size=(o.n_boot, sm.size))
-    fit = fit_rows(rows, sm, o.h, KMAX)
+    fit = fit_rows(rows, sm, o.h, KMAX, tau0=o.tau0)
     start, end, delta = canonical(fit, sm.size)
     return delta, fit.se_unit * fit.sigma[:, None], width_class(end - start + 1)
 
@@ -284,7 +291,7 @@ def _slice(fit: RowFit, start: int, stop: int) -> RowFit:
 
 
 def _tested_regimes(
-    regimes: list[tuple[int, int, float, float]],
+    regimes: list[tuple[int, int, float, float, float]],
     nulls: np.ndarray,
     df: float,
     t: int,
@@ -304,7 +311,7 @@ def _tested_regimes(
         p_change = max(t_sf(z0, df), class_p(z0, nulls[:, 1], c, nulls[:, 3]))
         bounds = (regime[0], regime[0], regime[1], regime[1])
         p, p_change = min(1.0, classes * p), min(1.0, classes * p_change)
-        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, None))
+        out.append(Regime(*regime[:4], tested, z, z0, p, p_change, bounds, None, regime[4]))
     return out
 
 
@@ -392,7 +399,7 @@ def _fit_curves(
     """
     sm = smoother_for(curves[0].u, knot)
     levels = np.stack([c.level for c in curves])
-    raw = fit_rows(levels, sm, o.h, KMAX)
+    raw = fit_rows(levels, sm, o.h, KMAX, tau0=o.tau0)
     sampling = np.array([_sampling(c) for c in curves])
     fit = _moderated(raw, sampling)
     # differences of the detrended levels: a bent trend would inflate those of the levels
@@ -478,7 +485,7 @@ def _fitted_maxima(
     ``(K, 4, C)``: among the selected regimes the largest TREAT ``z`` and ``z0``, and
     among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same two.
     """
-    fit = _moderated(fit_rows(levels, sm, o.h, KMAX), sampling)
+    fit = _moderated(fit_rows(levels, sm, o.h, KMAX, tau0=o.tau0), sampling)
     sign = {"up": 1.0, "down": -1.0}.get(o.direction, 0.0)
     scanned = scan_maxima(levels, sm, fit.which, fit.sigma, o.tau0, sign)
     return np.stack([*_row_maxima(fit, sm.size, o), *scanned], axis=1)
@@ -510,7 +517,7 @@ def _add_spread(
     # where a regime starts given the trend, and a draw whose trend took the regime in
     # holds no onset to count (docs/method.md, section 5)
     held = np.repeat(raw.which[rows], o.n_boot)
-    drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held)
+    drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held, o.tau0)
     model = _moderated(drawn, np.repeat(sampling[rows], o.n_boot))
     b = o.n_boot
     for k, i in enumerate(rows):

@@ -82,7 +82,7 @@ def _departure(m: CurveModel, t: int) -> np.ndarray:
     """Return the fitted departure from the trend at every cell of the curve."""
     f = np.zeros(t)
     for r in m.regimes:
-        f[r.start : r.end + 1] += r.delta
+        f[r.start : r.end + 1] += r.coef
     return f
 
 
@@ -121,7 +121,7 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         kept = np.zeros(t)
         for k, r in enumerate(m.regimes):
             if k not in _significant(m, d):
-                kept[r.start : r.end + 1] += r.delta
+                kept[r.start : r.end + 1] += r.coef
         segment = np.concatenate([[0], np.cumsum(np.abs(np.diff(_departure(m, t))) > 0)])
         out.append(
             np.column_stack(

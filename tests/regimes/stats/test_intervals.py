@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side, slow_starts
-from regimes._stats.scan import fit_rows, selection_threshold
+from regimes._stats.scan import RowFit, fit_rows, selection_threshold
 from regimes._stats.smoother import smoother_for
 
 T = 30
@@ -92,20 +92,54 @@ def test_a_spike_before_a_step_is_measured_against_the_trend():
         assert found.get((13, 29)) == pytest.approx(1.6, rel=0.1), found
 
 
-def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+def _final(levels: np.ndarray, chosen: np.ndarray, tau0: float = 0.0) -> RowFit:
+    """The fit of ``chosen`` on a fixed smoother, written as ``fit_rows`` writes it."""
     from regimes._stats.intervals import interval_indicators
-    from regimes._stats.scan import _final_rows, _stacked
+    from regimes._stats.scan import _final_rows, _stacked, _with_stairs
 
     sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
     st = _stacked(sm.residual[2:3], np.array([-1]), candidate_intervals(T), interval_indicators(T))
     one = np.zeros(levels.shape[0], dtype=np.int64)
-    delta, _, _, _, trend = _final_rows(levels, st, one, chosen, None)
+    rows = np.repeat(chosen, levels.shape[0], axis=0)
+    delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, rows, None)
+    fit = RowFit(rows, delta, se, sigma, df, one, trend, delta, cov)
+    return _with_stairs(fit, T, tau0)
+
+
+def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    fit = _final(levels, chosen)
     starts, ends = candidate_intervals(T)
-    out = trend.copy()
+    out = fit.trend.copy()
     for j, c in enumerate(chosen[0]):
         if c >= 0:
-            out[:, starts[c] : ends[c] + 1] += delta[:, j, None]
+            out[:, starts[c] : ends[c] + 1] += fit.coef[:, j, None]
     return out
+
+
+def test_a_stair_inside_a_regime_is_part_of_its_level():
+    # a plateau of 2.0 over cells 10..19 whose first two cells stand at 1.5: one regime,
+    # whose level is its mean over all ten cells; the coefficient is the other eight's
+    levels = np.zeros((1, T))
+    levels[0, 10:20] = 2.0
+    levels[0, 10:12] = 1.5
+    fit = _final(levels, _index((10, 19), (10, 11)))
+    assert fit.coef[0, :2] == pytest.approx([2.0, -0.5], abs=1e-9)
+    assert fit.delta[0, 0] == pytest.approx(1.9, abs=1e-9)
+    # the mean over ten cells rests on more of them than the level of the eight alone
+    assert fit.se_unit[0, 0] < _final(levels, _index((12, 19))).se_unit[0, 0]
+
+
+@pytest.mark.parametrize(("tau0", "step"), [(0.5, 0.5), (1.5, 0.5 + 2 / 20)])
+def test_a_peak_inside_a_regime_is_its_own_where_it_could_be_reported(tau0, step):
+    # a step of 0.5 from cell 10 with a spike 1.0 over it at 15..16: where a regime is
+    # reported from a ratio of e^0.5, the spike is its own and the step's level leaves
+    # it out; from e^1.5 it never could be, and the step's level is its mean
+    levels = np.zeros((1, T))
+    levels[0, 10:] = 0.5
+    levels[0, 15:17] = 1.5
+    fit = _final(levels, _index((10, 29), (15, 16)), tau0)
+    assert fit.coef[0, :2] == pytest.approx([0.5, 1.0], abs=1e-9)
+    assert fit.delta[0, :2] == pytest.approx([step, 1.0], abs=1e-9)
 
 
 def test_writing_the_intervals_leaves_the_fit_as_it_was():
