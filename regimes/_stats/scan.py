@@ -96,9 +96,10 @@ class RowFit(NamedTuple):
 
     ``chosen``: interval indices, ``(K, kmax)``, -1 where unused; ``delta`` and
     ``se_unit`` (the standard error for unit noise) per chosen interval: its level over
-    the trend, the mean over all its cells (a regime nested in it that is none of its
-    own counted in, :func:`_with_stairs`); ``sigma``, ``df``: the residual scale and its degrees of
-    freedom; ``which``: the smoother; ``trend``: the fitted trend :math:`g`, ``(K, T)``;
+    the trend, the mean over all its cells (those of a regime nested in it that is none
+    of its own included, :func:`_mean_levels`); ``sigma``, ``df``: the residual scale
+    and its degrees of freedom; ``which``: the smoother; ``trend``: the fitted trend
+    :math:`g`, ``(K, T)``;
     ``coef``: each interval's coefficient :math:`\hat\delta`, the level of its cells
     outside the intervals nested in it over the level around it (the fitted values are
     the trend plus every coefficient over its cells), and ``cov_unit`` their covariance
@@ -265,9 +266,9 @@ def _final_rows(
 ) -> tuple[np.ndarray, ...]:
     """Estimates, unit standard errors, residual scale, df, trend and covariance of each row.
 
-    Row ``k`` holds the intervals ``chosen[k]`` on smoother
-    ``w[k]`` of ``st``, rows ordered by smoother; ``q``: their basis (:func:`_basis`),
-    where the joint choice built it already.
+    Row ``k`` holds the intervals ``chosen[k]`` on smoother ``w[k]`` of ``st``, rows
+    ordered by smoother; ``q``: their basis (:func:`_basis`), where the joint choice
+    built it already.
 
     The matrix products are made per smoother, on that smoother's rows (how BLAS rounds a
     product depends on its shape); everything else once over all rows.
@@ -448,11 +449,11 @@ def _final_by_smoother(
         field[order] = part
         fields.append(field)
     delta, se_unit, sigma, df, trend, cov = fields
-    # each regime's level is its coefficient until fit_rows counts its stairs in
+    # each regime's level is its coefficient until fit_rows counts nested ones in
     return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend, delta, cov)
 
 
-def _with_stairs(fit: RowFit, t: int, tau0: float) -> RowFit:
+def _mean_levels(fit: RowFit, t: int, tau0: float) -> RowFit:
     r"""Each regime's level over all its cells, the nested regimes it holds counted in.
 
     With a regime :math:`j` and a regime :math:`i` nested in it, the coefficient
@@ -522,7 +523,7 @@ def fit_rows(
         selected.
     tau0 : float, default 0.0
         The least effect a regime is reported at (log scale): a regime nested in another
-        within it of that one's level is part of it (:func:`_with_stairs`).
+        within it of that one's level is part of it (:func:`_mean_levels`).
 
     Returns
     -------
@@ -548,4 +549,4 @@ def fit_rows(
         for i in range(0, levels.shape[0], chunk)
     ]
     fit = RowFit(*(np.concatenate(field) for field in zip(*parts, strict=True)))
-    return _with_stairs(fit, sm.size, tau0)
+    return _mean_levels(fit, sm.size, tau0)

@@ -95,7 +95,7 @@ def test_a_spike_before_a_step_is_measured_against_the_trend():
 def _final(levels: np.ndarray, chosen: np.ndarray, tau0: float = 0.0) -> RowFit:
     """The fit of ``chosen`` on a fixed smoother, written as ``fit_rows`` writes it."""
     from regimes._stats.intervals import interval_indicators
-    from regimes._stats.scan import _final_rows, _stacked, _with_stairs
+    from regimes._stats.scan import _final_rows, _mean_levels, _stacked
 
     sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
     st = _stacked(sm.residual[2:3], np.array([-1]), candidate_intervals(T), interval_indicators(T))
@@ -103,7 +103,7 @@ def _final(levels: np.ndarray, chosen: np.ndarray, tau0: float = 0.0) -> RowFit:
     rows = np.repeat(chosen, levels.shape[0], axis=0)
     delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, rows, None)
     fit = RowFit(rows, delta, se, sigma, df, one, trend, delta, cov)
-    return _with_stairs(fit, T, tau0)
+    return _mean_levels(fit, T, tau0)
 
 
 def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
