@@ -34,7 +34,13 @@ from scipy import special
 
 from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
-from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
+from regimes._stats.scan import (
+    RowFit,
+    difference_scale,
+    fit_rows,
+    mean_levels,
+    selection_threshold,
+)
 from regimes._stats.smoother import Knot, Smoother, choose_knots, smoother_for
 from regimes.detect._nulls import class_maxima, class_p, settled, stages, t_sf, threshold
 from regimes.detect._regimes import (
@@ -237,7 +243,7 @@ def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> _Gauss:
     """
     rng = np.random.default_rng(np.random.SeedSequence((seed, sm.size, 7)))
     rows = rng.normal(size=(o.n_boot, sm.size))
-    fit = fit_rows(rows, sm, o.h, KMAX, tau0=o.tau0)
+    fit = fit_rows(rows, sm, o.h, KMAX)
     start, end, delta = canonical(fit, sm.size)
     return delta, fit.se_unit * fit.sigma[:, None], width_class(end - start + 1)
 
@@ -399,9 +405,9 @@ def _fit_curves(
     """
     sm = smoother_for(curves[0].u, knot)
     levels = np.stack([c.level for c in curves])
-    raw = fit_rows(levels, sm, o.h, KMAX, tau0=o.tau0)
+    raw = fit_rows(levels, sm, o.h, KMAX)
     sampling = np.array([_sampling(c) for c in curves])
-    fit = _moderated(raw, sampling)
+    fit = _as_tested(raw, sampling, sm.size, o)
     # differences of the detrended levels: a bent trend would inflate those of the levels
     differences = difference_scale(sm.u, levels - raw.trend)
     noise = np.maximum(raw.sigma, differences)
@@ -485,7 +491,7 @@ def _fitted_maxima(
     ``(K, 4, C)``: among the selected regimes the largest TREAT ``z`` and ``z0``, and
     among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same two.
     """
-    fit = _moderated(fit_rows(levels, sm, o.h, KMAX, tau0=o.tau0), sampling)
+    fit = _as_tested(fit_rows(levels, sm, o.h, KMAX), sampling, sm.size, o)
     sign = {"up": 1.0, "down": -1.0}.get(o.direction, 0.0)
     scanned = scan_maxima(levels, sm, fit.which, fit.sigma, o.tau0, sign)
     return np.stack([*_row_maxima(fit, sm.size, o), *scanned], axis=1)
@@ -517,8 +523,8 @@ def _add_spread(
     # where a regime starts given the trend, and a draw whose trend took the regime in
     # holds no onset to count (docs/method.md, section 5)
     held = np.repeat(raw.which[rows], o.n_boot)
-    drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held, o.tau0)
-    model = _moderated(drawn, np.repeat(sampling[rows], o.n_boot))
+    drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held)
+    model = _as_tested(drawn, np.repeat(sampling[rows], o.n_boot), sm.size, o)
     b = o.n_boot
     for k, i in enumerate(rows):
         own = _slice(model, k * b, (k + 1) * b)
@@ -548,6 +554,25 @@ def _moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
     """
     pooled = (PRIOR_DF * sampling + fit.df * fit.sigma**2) / (PRIOR_DF + fit.df)
     return fit._replace(sigma=np.sqrt(pooled), df=fit.df + PRIOR_DF)
+
+
+def _as_tested(fit: RowFit, sampling: np.ndarray, t: int, o: _Options) -> RowFit:
+    """Return ``fit`` as its regimes are tested: moderated noise, each regime's mean level.
+
+    A regime nested in another counts in that one's level (:func:`mean_levels`) unless it
+    could be reported on its own: in ``direction``, with its one-sided ``t`` p-value
+    against ``min_ratio`` under ``alpha``. Its reported p-value is never smaller (the
+    null draws' and the false discovery rate's adjustments only raise it), so a nested
+    regime counted in is never reported, and one reported is never counted in.
+    """
+    fit = _moderated(fit, sampling)
+    used = fit.chosen >= 0
+    se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
+    z = np.where(used, (np.abs(fit.coef) - o.tau0) / se, -np.inf)
+    tested = (o.direction == "both") | ((fit.coef > 0) == (o.direction == "up"))
+    # scipy.stats.t.isf's value, without its checks' cost on every row
+    critical = special.stdtrit(fit.df, 1.0 - o.alpha)
+    return mean_levels(fit, t, used & tested & (z > critical[:, None]))
 
 
 def _curve_model(

@@ -227,8 +227,8 @@ def power_tables(
                 for drawn, (heights, _) in zip(about, asks, strict=True)
             ]
         )
-        # in unit noise no regime's ratio can be set against min_ratio: a nested regime
-        # counts in the level around it where it is a stair only (fit_rows's tau0 of 0)
+        # the coefficients, not the mean levels of the data's tests: in unit noise no
+        # nested regime can be set against min_ratio, and a planted spike is one regime
         fit = fit_rows(rows.reshape(-1, t), d.sm.at_least(d.least), d.h, KMAX)
         a, b, signed = canonical(fit, t)
         covered = np.tile(mask, (n_levels, 1))

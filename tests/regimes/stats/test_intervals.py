@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side, slow_starts
-from regimes._stats.scan import RowFit, fit_rows, selection_threshold
+from regimes._stats.scan import RowFit, fit_rows, mean_levels, selection_threshold
 from regimes._stats.smoother import smoother_for
 
 T = 30
@@ -92,10 +92,10 @@ def test_a_spike_before_a_step_is_measured_against_the_trend():
         assert found.get((13, 29)) == pytest.approx(1.6, rel=0.1), found
 
 
-def _final(levels: np.ndarray, chosen: np.ndarray, tau0: float = 0.0) -> RowFit:
-    """The fit of ``chosen`` on a fixed smoother, written as ``fit_rows`` writes it."""
+def _final(levels: np.ndarray, chosen: np.ndarray, apart: bool = False) -> RowFit:
+    """The fit of ``chosen`` on a fixed smoother, each regime's level its mean."""
     from regimes._stats.intervals import interval_indicators
-    from regimes._stats.scan import _final_rows, _mean_levels, _stacked
+    from regimes._stats.scan import _final_rows, _stacked
 
     sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
     st = _stacked(sm.residual[2:3], np.array([-1]), candidate_intervals(T), interval_indicators(T))
@@ -103,7 +103,7 @@ def _final(levels: np.ndarray, chosen: np.ndarray, tau0: float = 0.0) -> RowFit:
     rows = np.repeat(chosen, levels.shape[0], axis=0)
     delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, rows, None)
     fit = RowFit(rows, delta, se, sigma, df, one, trend, delta, cov)
-    return _mean_levels(fit, T, tau0)
+    return mean_levels(fit, T, np.full(rows.shape, apart))
 
 
 def _fitted(levels: np.ndarray, chosen: np.ndarray) -> np.ndarray:
@@ -129,15 +129,14 @@ def test_a_stair_inside_a_regime_is_part_of_its_level():
     assert fit.se_unit[0, 0] < _final(levels, _index((12, 19))).se_unit[0, 0]
 
 
-@pytest.mark.parametrize(("tau0", "step"), [(0.5, 0.5), (1.5, 0.5 + 2 / 20)])
-def test_a_peak_inside_a_regime_is_its_own_where_it_could_be_reported(tau0, step):
-    # a step of 0.5 from cell 10 with a spike 1.0 over it at 15..16: where a regime is
-    # reported from a ratio of e^0.5, the spike is its own and the step's level leaves
-    # it out; from e^1.5 it never could be, and the step's level is its mean
+@pytest.mark.parametrize(("apart", "step"), [(True, 0.5), (False, 0.5 + 2 / 20)])
+def test_a_regime_nested_in_another_counts_in_its_level_unless_apart(apart, step):
+    # a step of 0.5 from cell 10 with a spike 1.0 over it at 15..16: a spike measured
+    # apart is left out of the step's level; one counted in makes it the step's mean
     levels = np.zeros((1, T))
     levels[0, 10:] = 0.5
     levels[0, 15:17] = 1.5
-    fit = _final(levels, _index((10, 29), (15, 16)), tau0)
+    fit = _final(levels, _index((10, 29), (15, 16)), apart)
     assert fit.coef[0, :2] == pytest.approx([0.5, 1.0], abs=1e-9)
     assert fit.delta[0, :2] == pytest.approx([step, 1.0], abs=1e-9)
 
@@ -148,3 +147,14 @@ def test_writing_the_intervals_leaves_the_fit_as_it_was():
     steps = _index((0, 9), (10, 12))
     np.testing.assert_allclose(_fitted(levels, nested), _fitted(levels, beside), atol=1e-10)
     np.testing.assert_allclose(_fitted(levels, steps), _fitted(levels, beside), atol=1e-10)
+
+
+def test_a_regime_that_only_overlaps_another_stays_out_of_its_level():
+    # a plateau of 2.0 over 10..19 and a regime of 0.3 over 15..22: the plateau's level
+    # is its coefficient, the level of its cells the other regime leaves
+    levels = np.zeros((1, T))
+    levels[0, 10:20] = 2.0
+    levels[0, 15:23] += 0.3
+    fit = _final(levels, _index((10, 19), (15, 22)))
+    np.testing.assert_allclose(fit.delta[0, :2], fit.coef[0, :2], atol=0.0)
+    assert fit.coef[0, :2] == pytest.approx([2.0, 0.3], abs=1e-9)

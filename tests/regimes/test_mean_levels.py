@@ -1,0 +1,62 @@
+"""A regime's ratio is its mean over its cells, less those of nested regimes reported apart."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from regimes._stats.intervals import candidate_intervals, interval_indicators
+from regimes._stats.scan import RowFit, _final_rows, _stacked
+from regimes._stats.smoother import smoother_for
+from regimes.detect._model import _as_tested, _Options
+
+T = 30
+
+
+def _index(*pairs: tuple[int, int]) -> np.ndarray:
+    starts, ends = candidate_intervals(T)
+    where = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(starts, ends, strict=True))}
+    return np.array([[where[p] for p in pairs] + [-1] * (4 - len(pairs))])
+
+
+def _tested(height: float, direction: str = "up") -> RowFit:
+    """A 1.65x step from cell 10 with a regime of ``height`` (log) over it at 15..16."""
+    rng = np.random.default_rng(0)
+    levels = 0.01 * rng.standard_normal((1, T))
+    levels[0, 10:] += 0.5
+    levels[0, 15:17] += height
+    sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
+    st = _stacked(sm.residual[:1], np.array([-1]), candidate_intervals(T), interval_indicators(T))
+    one = np.zeros(1, dtype=np.int64)
+    chosen = _index((10, 29), (15, 16))
+    delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, chosen, None)
+    fit = RowFit(chosen, delta, se, sigma, df, one, trend, delta, cov)
+    options = _Options(direction, math.log(1.25), 0.05, 0.95, 200, 3.0)
+    return _as_tested(fit, np.zeros(1), T, options)
+
+
+def test_a_nested_regime_that_could_be_reported_is_left_out_of_the_level_around_it():
+    # 1.0 over the step: a 2.7x peak, beyond 1.25x with a tiny standard error
+    fit = _tested(1.0)
+    assert fit.delta[0, 0] == pytest.approx(fit.coef[0, 0], abs=1e-12)
+    assert fit.delta[0, 0] == pytest.approx(0.5, abs=0.02)
+
+
+@pytest.mark.parametrize(("height", "direction"), [(0.1, "up"), (-0.2, "up"), (0.1, "both")])
+def test_a_nested_regime_that_could_never_be_reported_counts_in_the_level_around_it(
+    height, direction
+):
+    # within 1.25x of the step (either way), or a dip where only slowdowns are tested:
+    # its cells are part of the step's level, the mean over the step's 20 cells
+    fit = _tested(height, direction)
+    assert fit.delta[0, 0] == pytest.approx(fit.coef[0, 0] + 2 / 20 * fit.coef[0, 1], abs=1e-12)
+    assert fit.delta[0, 0] == pytest.approx(0.5 + height / 10, abs=0.02)
+    # the nested regime's own coefficient is untouched
+    assert fit.delta[0, 1] == pytest.approx(fit.coef[0, 1], abs=1e-12)
+
+
+def test_a_large_dip_inside_a_step_is_apart_where_speed_ups_are_tested():
+    fit = _tested(-0.45, "both")
+    assert fit.delta[0, 0] == pytest.approx(fit.coef[0, 0], abs=1e-12)
