@@ -100,8 +100,9 @@ class Regime(NamedTuple):
     """One regime of a curve's model, cell indices within the curve.
 
     ``delta``, ``se``: its level over the trend and that level's standard error (the
-    mean over its cells, a stair nested in it counted in); ``coef``: its coefficient in
-    the model, what its cells add to the fitted values (:class:`RowFit`).
+    mean over its cells, those of regimes nested in it that could not be reported
+    counted in, :func:`_as_tested`); ``coef``: its coefficient in the model, what its
+    cells add to the fitted values (:class:`RowFit`).
     """
 
     start: int
