@@ -34,18 +34,14 @@ from scipy import special
 
 from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
-from regimes._stats.scan import (
-    RowFit,
-    difference_scale,
-    fit_rows,
-    mean_levels,
-    selection_threshold,
-)
+from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Knot, Smoother, choose_knots, smoother_for
 from regimes.detect._nulls import class_maxima, class_p, settled, stages, t_sf, threshold
 from regimes.detect._regimes import (
     KMAX,
+    PRIOR_DF,
     WIDTH_CLASSES,
+    as_tested,
     canonical,
     classes_on,
     spread,
@@ -101,8 +97,8 @@ class Regime(NamedTuple):
 
     ``delta``, ``se``: its level over the trend and that level's standard error (the
     mean over its cells, those of regimes nested in it that could not be reported
-    counted in, :func:`_as_tested`); ``coef``: its coefficient in the model, what its
-    cells add to the fitted values (:class:`RowFit`).
+    counted in, :func:`~regimes.detect._regimes.as_tested`); ``coef``: its coefficient
+    in the model, what its cells add to the fitted values (:class:`RowFit`).
     """
 
     start: int
@@ -408,7 +404,7 @@ def _fit_curves(
     levels = np.stack([c.level for c in curves])
     raw = fit_rows(levels, sm, o.h, KMAX)
     sampling = np.array([_sampling(c) for c in curves])
-    fit = _as_tested(raw, sampling, sm.size, o)
+    fit = as_tested(raw, sampling, sm.size, o.direction, o.tau0, o.alpha)
     # differences of the detrended levels: a bent trend would inflate those of the levels
     differences = difference_scale(sm.u, levels - raw.trend)
     noise = np.maximum(raw.sigma, differences)
@@ -492,7 +488,9 @@ def _fitted_maxima(
     ``(K, 4, C)``: among the selected regimes the largest TREAT ``z`` and ``z0``, and
     among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same two.
     """
-    fit = _as_tested(fit_rows(levels, sm, o.h, KMAX), sampling, sm.size, o)
+    fit = as_tested(
+        fit_rows(levels, sm, o.h, KMAX), sampling, sm.size, o.direction, o.tau0, o.alpha
+    )
     sign = {"up": 1.0, "down": -1.0}.get(o.direction, 0.0)
     scanned = scan_maxima(levels, sm, fit.which, fit.sigma, o.tau0, sign)
     return np.stack([*_row_maxima(fit, sm.size, o), *scanned], axis=1)
@@ -525,7 +523,9 @@ def _add_spread(
     # holds no onset to count (docs/method.md, section 5)
     held = np.repeat(raw.which[rows], o.n_boot)
     drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held)
-    model = _as_tested(drawn, np.repeat(sampling[rows], o.n_boot), sm.size, o)
+    model = as_tested(
+        drawn, np.repeat(sampling[rows], o.n_boot), sm.size, o.direction, o.tau0, o.alpha
+    )
     b = o.n_boot
     for k, i in enumerate(rows):
         own = _slice(model, k * b, (k + 1) * b)
@@ -534,46 +534,9 @@ def _add_spread(
         )
 
 
-PRIOR_DF = 4.0
-"""Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
-
-
 def _sampling(c: CurveInput) -> float:
     """Return the cells' mean sampling variance from their trials (a level's noise floor)."""
     return float(np.mean(median_variance_factor(c.n) * _within(c) ** 2 / c.n))
-
-
-def _moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
-    """Moderate each row's residual variance towards its cells' sampling variance.
-
-    On a short grid the residual variance rests on a few degrees of freedom; the
-    trials' own noise, estimated from many, is a floor the cells' noise cannot go under.
-    The two are pooled as limma pools a variance with its prior (Smyth, 2004): with
-    :data:`PRIOR_DF` degrees of freedom for the sampling variance. Where processes add
-    noise beyond the trials, the pooled value is too small, and the bootstrap, which
-    pools every draw the same way, carries that into the p-values.
-    """
-    pooled = (PRIOR_DF * sampling + fit.df * fit.sigma**2) / (PRIOR_DF + fit.df)
-    return fit._replace(sigma=np.sqrt(pooled), df=fit.df + PRIOR_DF)
-
-
-def _as_tested(fit: RowFit, sampling: np.ndarray, t: int, o: _Options) -> RowFit:
-    """Return ``fit`` as its regimes are tested: moderated noise, each regime's mean level.
-
-    A regime nested in another counts in that one's level (:func:`mean_levels`) unless it
-    could be reported on its own: in ``direction``, with its one-sided ``t`` p-value
-    against ``min_ratio`` under ``alpha``. Its reported p-value is never smaller (the
-    null draws' and the false discovery rate's adjustments only raise it), so a nested
-    regime counted in is never reported, and one reported is never counted in.
-    """
-    fit = _moderated(fit, sampling)
-    used = fit.chosen >= 0
-    se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
-    z = np.where(used, (np.abs(fit.coef) - o.tau0) / se, -np.inf)
-    tested = (o.direction == "both") | ((fit.coef > 0) == (o.direction == "up"))
-    # scipy.stats.t.isf's value, without its checks' cost on every row
-    critical = special.stdtrit(fit.df, 1.0 - o.alpha)
-    return mean_levels(fit, t, used & tested & (z > critical[:, None]))
 
 
 def _curve_model(

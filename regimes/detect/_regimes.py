@@ -2,7 +2,8 @@
 
 The fit writes its intervals by the conventions of :mod:`regimes._stats.intervals` (a
 curve starts at its normal level; nested regimes that share a boundary side by side);
-every stage that reads a fit reads them from here.
+every stage that reads a fit reads them from here, after :func:`as_tested` has made it
+what the tests read: its noise moderated, each regime's level its mean over its cells.
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ import numpy as np
 from scipy import special
 
 from regimes._stats.intervals import START_CELLS, as_step, candidate_intervals
-from regimes._stats.scan import RowFit
+from regimes._stats.scan import RowFit, mean_levels
 from regimes.data.schema import n_boot_floor
 
 __all__ = [
     "KMAX",
+    "PRIOR_DF",
     "START_CELLS",
     "WIDTH_CLASSES",
     "as_step",
+    "as_tested",
     "canonical",
     "classes_on",
+    "moderated",
     "spread",
     "width_class",
 ]
@@ -91,3 +95,43 @@ def spread(
     widen = float(special.stdtrit(df, hi) / special.ndtri(hi))
     low, high = delta - widen * (q_hi - delta), delta + widen * (delta - q_lo)
     return bounds, (min(low, delta), max(high, delta))
+
+
+PRIOR_DF = 4.0
+"""Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
+
+
+def moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
+    """Moderate each row's residual variance towards its cells' sampling variance.
+
+    On a short grid the residual variance rests on a few degrees of freedom; the
+    trials' own noise, estimated from many, is a floor the cells' noise cannot go under.
+    The two are pooled as limma pools a variance with its prior (Smyth, 2004): with
+    :data:`PRIOR_DF` degrees of freedom for the sampling variance. Where processes add
+    noise beyond the trials, the pooled value is too small, and the bootstrap, which
+    pools every draw the same way, carries that into the p-values.
+    """
+    pooled = (PRIOR_DF * sampling + fit.df * fit.sigma**2) / (PRIOR_DF + fit.df)
+    return fit._replace(sigma=np.sqrt(pooled), df=fit.df + PRIOR_DF)
+
+
+def as_tested(
+    fit: RowFit, sampling: np.ndarray, t: int, direction: str, tau0: float, alpha: float
+) -> RowFit:
+    """Return ``fit`` as its regimes are tested: moderated noise, each regime's mean level.
+
+    A regime nested in another counts in that one's level (:func:`mean_levels`) unless it
+    could be reported on its own: in ``direction``, with its one-sided ``t`` p-value
+    against ``tau0`` (log ``min_ratio``) under ``alpha``. Its reported p-value is never
+    smaller (the null draws' and the false discovery rate's adjustments only raise it),
+    so a nested regime counted in is never reported, and one reported is never counted
+    in.
+    """
+    fit = moderated(fit, sampling)
+    used = fit.chosen >= 0
+    se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
+    z = np.where(used, (np.abs(fit.coef) - tau0) / se, -np.inf)
+    tested = (direction == "both") | ((fit.coef > 0) == (direction == "up"))
+    # scipy.stats.t.isf's value, without its checks' cost on every row
+    critical = special.stdtrit(fit.df, 1.0 - alpha)
+    return mean_levels(fit, t, used & tested & (z > critical[:, None]))

@@ -98,7 +98,7 @@ def test_notebook_runs_and_finds_the_published_spike(executed):
     text = "".join(_text(c) for c in code)
     assert "512" in text and "624" in text and "appeared" in text
     findings = _text(code[-1])
-    assert findings.startswith("latency at budgets 512..624 is 11.")
+    assert findings.startswith("latency at budgets 512..624 is 10.")
     assert "recovers at 640" in findings
     charts = _charts(code)
     assert len(charts) == 6  # detection x2, speedup x2, backends, runs

@@ -24,7 +24,7 @@ def test_quickstart_runs_and_writes_its_charts(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "latency at budgets 512..624 is 11.5x its trend" in done.stdout
+    assert "latency at budgets 512..624 is 10.8x its trend" in done.stdout
     assert "appeared" in done.stdout
     for name in ("cuda", "published", "compare", "report"):
         page = (tmp_path / f"quickstart-{name}.html").read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ import pytest
 from regimes._stats.intervals import candidate_intervals, interval_indicators
 from regimes._stats.scan import RowFit, _final_rows, _stacked
 from regimes._stats.smoother import smoother_for
-from regimes.detect._model import _as_tested, _Options
+from regimes.detect._regimes import as_tested
 
 T = 30
 
@@ -33,8 +33,7 @@ def _tested(height: float, direction: str = "up") -> RowFit:
     chosen = _index((10, 29), (15, 16))
     delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, chosen, None)
     fit = RowFit(chosen, delta, se, sigma, df, one, trend, delta, cov)
-    options = _Options(direction, math.log(1.25), 0.05, 0.95, 200, 3.0)
-    return _as_tested(fit, np.zeros(1), T, options)
+    return as_tested(fit, np.zeros(1), T, direction, math.log(1.25), 0.05)
 
 
 def test_a_nested_regime_that_could_be_reported_is_left_out_of_the_level_around_it():
