@@ -103,7 +103,7 @@ class RowFit(NamedTuple):
     ``coef``: each interval's coefficient :math:`\hat\delta`, the level of its cells
     outside the intervals nested in it over the level around it (the fitted values are
     the trend plus every coefficient over its cells), and ``cov_unit`` their covariance
-    for unit noise ``(K, kmax, kmax)``.
+    for unit noise ``(K, kmax, kmax)``, 0 where an interval is unused.
     """
 
     chosen: np.ndarray
@@ -313,8 +313,7 @@ def _final_rows(
         cells < np.where(used, e1, 0)[:, None, :]
     )
     trend = levels - e - np.einsum("kti,ki->kt", z.astype(float), np.where(used, delta, 0.0))
-    unused = ~(used[:, :, None] & used[:, None, :])
-    cov = np.where(unused, np.nan, cov)
+    cov = np.where(pair, cov, 0.0)
     return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend, cov
 
 
@@ -499,8 +498,7 @@ def mean_levels(fit: RowFit, t: int, apart: np.ndarray) -> RowFit:
         return fit
     d = np.where(used[rows], fit.coef[rows], 0.0)
     contrast = np.eye(d.shape[1]) + part[rows] * (width[rows, None, :] / width[rows, :, None])
-    cov = np.nan_to_num(fit.cov_unit[rows])
-    spread = contrast @ cov @ np.swapaxes(contrast, 1, 2)
+    spread = contrast @ fit.cov_unit[rows] @ np.swapaxes(contrast, 1, 2)
     delta, se_unit = fit.delta.copy(), fit.se_unit.copy()
     unused = ~used[rows]
     delta[rows] = np.where(unused, np.nan, np.einsum("kji,ki->kj", contrast, d))
@@ -510,11 +508,7 @@ def mean_levels(fit: RowFit, t: int, apart: np.ndarray) -> RowFit:
 
 
 def fit_rows(
-    levels: np.ndarray,
-    sm: Smoother,
-    h: float,
-    kmax: int,
-    held: np.ndarray | None = None,
+    levels: np.ndarray, sm: Smoother, h: float, kmax: int, held: np.ndarray | None = None
 ) -> RowFit:
     """Fit the regime model to every row of ``levels`` ``(K, T)`` on grid ``sm``.
 

@@ -24,7 +24,6 @@ __all__ = [
     "as_tested",
     "canonical",
     "classes_on",
-    "moderated",
     "spread",
     "width_class",
 ]
@@ -101,7 +100,7 @@ PRIOR_DF = 4.0
 """Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
 
 
-def moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
+def _moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
     """Moderate each row's residual variance towards its cells' sampling variance.
 
     On a short grid the residual variance rests on a few degrees of freedom; the
@@ -127,7 +126,7 @@ def as_tested(
     so a nested regime counted in is never reported, and one reported is never counted
     in.
     """
-    fit = moderated(fit, sampling)
+    fit = _moderated(fit, sampling)
     used = fit.chosen >= 0
     se = np.maximum(fit.se_unit * fit.sigma[:, None], 1e-12)
     z = np.where(used, (np.abs(fit.coef) - tau0) / se, -np.inf)

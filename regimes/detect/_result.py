@@ -34,9 +34,9 @@ class RegimeResult(AnalysisResult):
         Significant regimes only: ``start``, ``end`` (inclusive ``x``), ``peak_x``,
         ``ratio`` (mean level over its cells, over the trend of its normal flanks,
         less the cells of regimes that could be reported on their own (docs/method.md,
-        section 3); a regime nested in another is
-        measured against the enclosing one, unless it is a peak at that one's onset or
-        end: then the two are side by side) with ``ratio_low``,
+        section 3); a regime nested in another is measured against the enclosing one,
+        unless it is a peak at that one's onset or end: then the two are side by side)
+        with ``ratio_low``,
         ``ratio_high`` (the interval named by ``ratio_interval``: ``bootstrap``, the
         selection re-done in each draw, or ``t``, the regime held fixed), the TREAT
         ``p_value`` against ``min_ratio`` (scan-adjusted),
