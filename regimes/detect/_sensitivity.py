@@ -217,6 +217,7 @@ def power_tables(
     which, sigma, df = np.full(shape, d.least), np.ones(shape), np.ones(shape)
     valid = np.array([t - w >= 3 for w in SENSITIVITY_WIDTHS])
     about = [noise + (0.0 if offset is None else offset) for _, offset in asks]
+    flexible = d.sm.at_least(d.least)
     for k, width in enumerate(SENSITIVITY_WIDTHS):
         if not valid[k]:
             continue
@@ -229,7 +230,7 @@ def power_tables(
         )
         # the coefficients, not the mean levels of the data's tests: in unit noise no
         # nested regime can be set against min_ratio, and a planted spike is one regime
-        fit = fit_rows(rows.reshape(-1, t), d.sm.at_least(d.least), d.h, KMAX)
+        fit = fit_rows(rows.reshape(-1, t), flexible, d.h, KMAX)
         a, b, signed = canonical(fit, t)
         covered = np.tile(mask, (n_levels, 1))
         first, last = covered.argmax(axis=1), t - 1 - covered[:, ::-1].argmax(axis=1)

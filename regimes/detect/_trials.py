@@ -456,36 +456,34 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
     dev = (pl.col("_adj") - pl.col("_adj").mean().over(_BLOCK)) * (n / (n - 1)).sqrt()
     replicated = frame.with_columns(dev.alias("_r"), n.alias("_n")).filter(pl.col("_n") > 1)
     blocks = _blocks(frame)
-    members = (
-        replicated.join(blocks.select(*_BLOCK, "_b"), on=_BLOCK)
-        .group_by("_curve")
-        .agg(
-            pl.col("_r").sort(),
-            pl.col("_adj").sort_by(["_b", "_adj"]),
-            pl.col("_b").sort(),
-        )
-    )
-    member = {int(r[0]): r[1:] for r in members.iter_rows()}
-    sigma = {c: float(np.sqrt(np.mean(np.square(m[0])))) for c, m in member.items() if m[0]}
-    by_curve = blocks.group_by("_curve", maintain_order=True).agg(
-        pl.col("_m"),
-        pl.col("_x").rank("dense").cast(pl.Int64) - 1,
-        pl.col("_size").cast(pl.Int64),
-        pl.col("_se1"),
-    )
+    joined = replicated.join(blocks.select(*_BLOCK, "_b"), on=_BLOCK)
+    trials = _by_curve(joined.sort("_curve", "_r"), ["_r"])
+    members = _by_curve(joined.sort("_curve", "_b", "_adj"), ["_adj", "_b"])
+    rank = (pl.col("_x").rank("dense").over("_curve").cast(pl.Int64) - 1).alias("_cell")
+    by_curve = _by_curve(blocks.with_columns(rank), ["_m", "_cell", "_size", "_se1"])
     out = {}
-    for curve, mean, cell, size, se1 in by_curve.iter_rows():
-        trials, value, block = member.get(int(curve), ([], [], []))
-        out[int(curve)] = Pools(
-            np.asarray(trials, dtype=float),
-            np.asarray(mean, dtype=float),
-            np.asarray(cell, dtype=np.int64),
-            np.asarray(size, dtype=np.int64),
-            sigma.get(int(curve), 0.0) * np.asarray(se1, dtype=float),
-            np.asarray(value, dtype=float),
-            np.asarray(block, dtype=np.int64),
+    empty = [np.zeros(0), np.zeros(0, dtype=np.int64)]
+    for curve, (mean, cell, size, se1) in by_curve.items():
+        (own,) = trials.get(curve, empty[:1])
+        value, block = members.get(curve, empty)
+        sigma = float(np.sqrt(np.mean(np.square(own)))) if own.size else 0.0
+        out[curve] = Pools(
+            own, mean, cell, size.astype(np.int64), sigma * se1, value, block.astype(np.int64)
         )
     return out
+
+
+def _by_curve(frame: pl.DataFrame, columns: list[str]) -> dict[int, list[np.ndarray]]:
+    """Each curve's slice of ``columns``, from ``frame`` sorted by ``_curve`` first.
+
+    Slices of whole columns: lists aggregated per curve and read back row by row took
+    a tenth of a 1M-row call in Python objects.
+    """
+    curves = frame.get_column("_curve").to_numpy()
+    edges = np.flatnonzero(curves[1:] != curves[:-1]) + 1
+    parts = [np.split(frame.get_column(c).to_numpy(), edges) for c in columns]
+    ids = curves[np.concatenate([[0], edges])] if curves.size else curves
+    return {int(c): [part[k] for part in parts] for k, c in enumerate(ids.tolist())}
 
 
 def _blocks(frame: pl.DataFrame) -> pl.DataFrame:
