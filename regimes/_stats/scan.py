@@ -181,6 +181,32 @@ def _stacked(
     return _Stack(grids, zaz, floor, a_cols, p, residual, trace, knots >= 0, squared)
 
 
+_RECENT = 4
+"""Smoothers whose :class:`_Stack` is kept: a curve group's data, null draws and model
+draws are fitted on one smoother, one after another."""
+
+_recent: dict[int, tuple[Smoother, _Stack]] = {}
+
+
+def _stack_of(sm: Smoother) -> _Stack:
+    """Return :func:`_stacked` of ``sm``, kept for the last :data:`_RECENT` smoothers.
+
+    Keyed by identity (a smoother's arrays are not hashable; grids share one object,
+    :func:`regimes._stats.smoother.smoother_for`), the smoother kept beside its stack so
+    that its identity cannot pass to another while the entry lives. Built afresh, the
+    stacks took 6 % of a 1M-row call.
+    """
+    hit = _recent.get(id(sm))
+    if hit is not None and hit[0] is sm:
+        return hit[1]
+    t = sm.size
+    st = _stacked(sm.residual, sm.knots, candidate_intervals(t), interval_indicators(t))
+    _recent[id(sm)] = (sm, st)
+    while len(_recent) > _RECENT:
+        del _recent[next(iter(_recent))]
+    return st
+
+
 def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
     """``z'v`` for every candidate interval ``z``, each row of ``values`` ``(K, T)``."""
     # one matrix product (BLAS) instead of differences of prefix sums gathered per
@@ -381,22 +407,25 @@ def _fit_one(
     the pair with the smallest :func:`_joint` score wins: a bent curve that one stiff
     trend leaves as a step is offered to a flexible trend without one (families
     ``curvature`` and ``mixed`` of ``bench/shapes.py``); so is a row whose first
-    smoother is hinged, offered the others with their regimes. Elsewhere the joint
-    choice would repeat the first. Rows whose smoother is ``held`` only select their
-    regimes. ``st``: the grid's smoothers.
+    smoother is hinged: the unhinged ones with their regimes, the hinged ones without.
+    Elsewhere the joint choice would repeat the first. Rows whose smoother is ``held``
+    only select their regimes. ``st``: the grid's smoothers.
     """
     k_rows, grids = levels.shape[0], st.grids
     which = _choose(levels, st) if held is None else held.copy()
     chosen = _select_all(levels, grids, which, h, kmax, work)
     # a hinge can take in part of a step and leave nothing to select: a row whose first
-    # smoother is hinged is offered the others, with their regimes, all the same
-    again = np.flatnonzero(((chosen >= 0).any(axis=1) | st.hinged[which]) & (held is None))
+    # smoother is hinged is offered the others all the same, the unhinged ones with
+    # their regimes (a hinged one's regimes would answer a hinge, not a step)
+    selected = np.any(chosen >= 0, axis=1)
+    again = np.flatnonzero((selected | st.hinged[which]) & (held is None))
     basis = np.zeros((k_rows, kmax, levels.shape[1]))
     if again.size:
-        sub, first = levels[again], which[again]
+        sub, first, kept = levels[again], which[again], selected[again]
         picks = np.repeat(chosen[again][None], len(grids), axis=0)
-        # a row's own first smoother has made its selection already
-        others = [(w, first != w) for w in range(len(grids))]
+        # a row's own first smoother has made its selection already; one not offered
+        # a smoother's regimes is scored on it without any
+        others = [(w, (first != w) & (kept | ~st.hinged[w])) for w in range(len(grids))]
         others = [(w, other) for w, other in others if other.any()]
         picked = select([(sub[other], grids[w]) for w, other in others], h * h, kmax, work)
         for (w, other), part in zip(others, picked, strict=True):
@@ -531,8 +560,7 @@ def fit_rows(
     RowFit
     """
     intervals = candidate_intervals(sm.size)
-    z = interval_indicators(sm.size)
-    st = _stacked(sm.residual, sm.knots, intervals, z)
+    st = _stack_of(sm)
     # rows per chunk: bounded by the memory of the per-interval arrays
     chunk = min(_MAX_ROWS, max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1))))
     # the joint choice offers each row to every other smoother: up to S times its rows
