@@ -462,10 +462,11 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
     rank = (pl.col("_x").rank("dense").over("_curve").cast(pl.Int64) - 1).alias("_cell")
     by_curve = _by_curve(blocks.with_columns(rank), ["_m", "_cell", "_size", "_se1"])
     out = {}
-    empty = [np.zeros(0), np.zeros(0, dtype=np.int64)]
+    # a curve with no replicated block has no trials to resample
+    none = [np.zeros(0), np.zeros(0, dtype=np.int64)]
     for curve, (mean, cell, size, se1) in by_curve.items():
-        (own,) = trials.get(curve, empty[:1])
-        value, block = members.get(curve, empty)
+        own = trials[curve][0] if curve in trials else none[0]
+        value, block = members.get(curve, none)
         sigma = float(np.sqrt(np.mean(np.square(own)))) if own.size else 0.0
         out[curve] = Pools(
             own, mean, cell, size.astype(np.int64), sigma * se1, value, block.astype(np.int64)
@@ -476,8 +477,8 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
 def _by_curve(frame: pl.DataFrame, columns: list[str]) -> dict[int, list[np.ndarray]]:
     """Each curve's slice of ``columns``, from ``frame`` sorted by ``_curve`` first.
 
-    Slices of whole columns: lists aggregated per curve and read back row by row took
-    a tenth of a 1M-row call in Python objects.
+    Slices of whole columns: aggregated into lists per curve and read back row by row,
+    as Python floats, the same arrays took 0.25 s more of a 1M-row call.
     """
     curves = frame.get_column("_curve").to_numpy()
     edges = np.flatnonzero(curves[1:] != curves[:-1]) + 1
