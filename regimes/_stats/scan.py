@@ -74,7 +74,7 @@ __all__ = [
     "RowFit",
     "difference_scale",
     "fit_rows",
-    "mean_levels",
+    "refit_without",
     "selection_threshold",
 ]
 
@@ -481,60 +481,38 @@ def _final_by_smoother(
     return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend, delta, cov)
 
 
-def mean_levels(fit: RowFit, t: int, apart: np.ndarray) -> RowFit:
-    r"""Return ``fit`` with each regime's level the mean over its cells.
-
-    With a regime :math:`i` nested in a regime :math:`j`, the coefficient
-    :math:`\delta_j` is the level of the cells of :math:`j` outside :math:`i`. Unless
-    :math:`i` is ``apart`` (a regime of its own, measured apart), its cells count in
-    :math:`j`'s level, the mean over its :math:`w_j` cells,
-    :math:`\delta_j + \sum_i (w_i / w_j)\,\delta_i`, with variance
-    :math:`L\Sigma L^\top` for that contrast :math:`L`. A regime that only overlaps
-    :math:`j` stays out of its level: over a flank budget it is no part of the regime
-    (``bench/accuracy.py``, the published case: the ratio interval covered 0.877 of 593
-    detections with overlaps counted in, 0.904 with nested regimes alone).
+def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarray) -> RowFit:
+    """Return ``fit`` with the rows that ``drop`` regimes fitted again without them.
 
     Parameters
     ----------
+    levels : numpy.ndarray
+        The rows ``fit`` was fitted to, ``(K, T)``.
+    sm : Smoother
+        Their grid's smoothers (each row keeps its own, ``fit.which``).
     fit : RowFit
-        As :func:`fit_rows` returns it: ``delta`` and ``se_unit`` the coefficients'.
-    t : int
-        Cells of the grid.
-    apart : numpy.ndarray
-        ``(K, kmax)``: which regimes are left out of the level of a regime they are
-        nested in.
+        As :func:`fit_rows` returns it.
+    drop : numpy.ndarray
+        ``(K, kmax)``: the regimes to leave out.
 
     Returns
     -------
     RowFit
-        With ``delta`` and ``se_unit`` the levels' (``coef`` and ``cov_unit`` as they were).
+        The rows without a regime to drop as they were; the others with their remaining
+        regimes first, estimates, noise and trend of the model without the dropped ones.
     """
-    starts, ends = candidate_intervals(t)
-    used = fit.chosen >= 0
-    idx = np.maximum(fit.chosen, 0)
-    s, e1 = starts[idx], ends[idx] + 1
-    width = np.where(used, e1 - s, 1)
-    # [k, j, i]: regime i strictly inside regime j, and counted in its level
-    part = (
-        used[:, None, :]
-        & used[:, :, None]
-        & (s[:, None, :] >= s[:, :, None])
-        & (e1[:, None, :] <= e1[:, :, None])
-        & (width[:, None, :] < width[:, :, None])
-        & ~apart[:, None, :]
-    )
-    rows = np.flatnonzero(part.any(axis=(1, 2)))
+    rows = np.flatnonzero(drop.any(axis=1))
     if not rows.size:
         return fit
-    d = np.where(used[rows], fit.coef[rows], 0.0)
-    contrast = np.eye(d.shape[1]) + part[rows] * (width[rows, None, :] / width[rows, :, None])
-    spread = contrast @ fit.cov_unit[rows] @ np.swapaxes(contrast, 1, 2)
-    delta, se_unit = fit.delta.copy(), fit.se_unit.copy()
-    unused = ~used[rows]
-    delta[rows] = np.where(unused, np.nan, np.einsum("kji,ki->kj", contrast, d))
-    se = np.sqrt(np.maximum(np.diagonal(spread, axis1=1, axis2=2), 0.0))
-    se_unit[rows] = np.where(unused, np.nan, se)
-    return fit._replace(delta=delta, se_unit=se_unit)
+    chosen = np.where(drop[rows], -1, fit.chosen[rows])
+    chosen = np.take_along_axis(chosen, np.argsort(chosen < 0, axis=1, kind="stable"), axis=1)
+    part = _final_by_smoother(levels[rows], _stack_of(sm), fit.which[rows], chosen, None)
+    fields = []
+    for whole, refitted in zip(fit, part, strict=True):
+        field = whole.copy()
+        field[rows] = refitted
+        fields.append(field)
+    return RowFit(*fields)
 
 
 def fit_rows(

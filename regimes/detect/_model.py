@@ -404,7 +404,7 @@ def _fit_curves(
     levels = np.stack([c.level for c in curves])
     raw = fit_rows(levels, sm, o.h, KMAX)
     sampling = np.array([_sampling(c) for c in curves])
-    fit = as_tested(raw, sampling, sm.size, o.direction, o.tau0, o.alpha)
+    fit = as_tested(raw, levels, sm, sampling, o.direction, o.tau0, o.alpha)
     # differences of the detrended levels: a bent trend would inflate those of the levels
     differences = difference_scale(sm.u, levels - raw.trend)
     noise = np.maximum(raw.sigma, differences)
@@ -488,9 +488,8 @@ def _fitted_maxima(
     ``(K, 4, C)``: among the selected regimes the largest TREAT ``z`` and ``z0``, and
     among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same two.
     """
-    fit = as_tested(
-        fit_rows(levels, sm, o.h, KMAX), sampling, sm.size, o.direction, o.tau0, o.alpha
-    )
+    fitted = fit_rows(levels, sm, o.h, KMAX)
+    fit = as_tested(fitted, levels, sm, sampling, o.direction, o.tau0, o.alpha)
     sign = {"up": 1.0, "down": -1.0}.get(o.direction, 0.0)
     scanned = scan_maxima(levels, sm, fit.which, fit.sigma, o.tau0, sign)
     return np.stack([*_row_maxima(fit, sm.size, o), *scanned], axis=1)
@@ -522,10 +521,10 @@ def _add_spread(
     # where a regime starts given the trend, and a draw whose trend took the regime in
     # holds no onset to count (docs/method.md, section 5)
     held = np.repeat(raw.which[rows], o.n_boot)
-    drawn = fit_rows(_draw_levels(curves, raw, rows, sm, o, 1), sm, o.h, KMAX, held)
-    model = as_tested(
-        drawn, np.repeat(sampling[rows], o.n_boot), sm.size, o.direction, o.tau0, o.alpha
-    )
+    levels = _draw_levels(curves, raw, rows, sm, o, 1)
+    drawn = fit_rows(levels, sm, o.h, KMAX, held)
+    sampled = np.repeat(sampling[rows], o.n_boot)
+    model = as_tested(drawn, levels, sm, sampled, o.direction, o.tau0, o.alpha)
     b = o.n_boot
     for k, i in enumerate(rows):
         own = _slice(model, k * b, (k + 1) * b)

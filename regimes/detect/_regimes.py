@@ -12,7 +12,8 @@ import numpy as np
 from scipy import special
 
 from regimes._stats.intervals import START_CELLS, as_step, candidate_intervals
-from regimes._stats.scan import RowFit, mean_levels
+from regimes._stats.scan import RowFit, refit_without
+from regimes._stats.smoother import Smoother
 from regimes.data.schema import n_boot_floor
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "as_tested",
     "canonical",
     "classes_on",
+    "mean_levels",
     "spread",
     "width_class",
 ]
@@ -96,6 +98,65 @@ def spread(
     return bounds, (min(low, delta), max(high, delta))
 
 
+def mean_levels(fit: RowFit, t: int, apart: np.ndarray) -> RowFit:
+    r"""Return ``fit`` with each regime's level the mean over its cells.
+
+    With a regime :math:`i` nested in a regime :math:`j`, the coefficient
+    :math:`\delta_j` is the level of the cells of :math:`j` outside :math:`i`. Unless
+    :math:`i` is ``apart`` (a regime of its own, measured apart), its cells count in
+    :math:`j`'s level, the mean over its :math:`w_j` cells,
+    :math:`\delta_j + \sum_i (w_i / w_j)\,\delta_i`, with variance
+    :math:`L\Sigma L^\top` for that contrast :math:`L`. A regime that only overlaps
+    :math:`j` stays out of its level: over a flank budget it is no part of the regime
+    (``bench/accuracy.py``, the published case: the ratio interval covered 0.877 of 593
+    detections with overlaps counted in, 0.904 with nested regimes alone); where it
+    could not be reported, :func:`as_tested` has left it out of the model
+    before.
+
+    Parameters
+    ----------
+    fit : RowFit
+        As :func:`regimes._stats.scan.fit_rows` returns it: ``delta`` and ``se_unit``
+        the coefficients'.
+    t : int
+        Cells of the grid.
+    apart : numpy.ndarray
+        ``(K, kmax)``: which regimes are left out of the level of a regime they are
+        nested in.
+
+    Returns
+    -------
+    RowFit
+        With ``delta`` and ``se_unit`` the levels' (``coef`` and ``cov_unit`` as they were).
+    """
+    starts, ends = candidate_intervals(t)
+    used = fit.chosen >= 0
+    idx = np.maximum(fit.chosen, 0)
+    s, e1 = starts[idx], ends[idx] + 1
+    width = np.where(used, e1 - s, 1)
+    # [k, j, i]: regime i strictly inside regime j, and counted in its level
+    part = (
+        used[:, None, :]
+        & used[:, :, None]
+        & (s[:, None, :] >= s[:, :, None])
+        & (e1[:, None, :] <= e1[:, :, None])
+        & (width[:, None, :] < width[:, :, None])
+        & ~apart[:, None, :]
+    )
+    rows = np.flatnonzero(part.any(axis=(1, 2)))
+    if not rows.size:
+        return fit
+    d = np.where(used[rows], fit.coef[rows], 0.0)
+    contrast = np.eye(d.shape[1]) + part[rows] * (width[rows, None, :] / width[rows, :, None])
+    spread = contrast @ fit.cov_unit[rows] @ np.swapaxes(contrast, 1, 2)
+    delta, se_unit = fit.delta.copy(), fit.se_unit.copy()
+    unused = ~used[rows]
+    delta[rows] = np.where(unused, np.nan, np.einsum("kji,ki->kj", contrast, d))
+    se = np.sqrt(np.maximum(np.diagonal(spread, axis1=1, axis2=2), 0.0))
+    se_unit[rows] = np.where(unused, np.nan, se)
+    return fit._replace(delta=delta, se_unit=se_unit)
+
+
 PRIOR_DF = 4.0
 """Weight, in degrees of freedom, of the trials' own noise in each curve's cell noise."""
 
@@ -114,17 +175,12 @@ def _moderated(fit: RowFit, sampling: np.ndarray) -> RowFit:
     return fit._replace(sigma=np.sqrt(pooled), df=fit.df + PRIOR_DF)
 
 
-def as_tested(
-    fit: RowFit, sampling: np.ndarray, t: int, direction: str, tau0: float, alpha: float
-) -> RowFit:
-    """Return ``fit`` as its regimes are tested: moderated noise, each regime's mean level.
+def _reportable(
+    fit: RowFit, sampling: np.ndarray, direction: str, tau0: float, alpha: float
+) -> tuple[RowFit, np.ndarray]:
+    """Return ``fit`` with its noise moderated, and which regimes could be reported.
 
-    A regime nested in another counts in that one's level (:func:`mean_levels`) unless it
-    could be reported on its own: in ``direction``, with its one-sided ``t`` p-value
-    against ``tau0`` (log ``min_ratio``) under ``alpha``. Its reported p-value is never
-    smaller (the null draws' and the false discovery rate's adjustments only raise it),
-    so a nested regime counted in is never reported, and one reported is never counted
-    in.
+    In ``direction``, with a one-sided ``t`` p-value against ``tau0`` under ``alpha``.
     """
     fit = _moderated(fit, sampling)
     used = fit.chosen >= 0
@@ -133,4 +189,44 @@ def as_tested(
     tested = (direction == "both") | ((fit.coef > 0) == (direction == "up"))
     # scipy.stats.t.isf's value, without its checks' cost on every row
     critical = special.stdtrit(fit.df, 1.0 - alpha)
-    return mean_levels(fit, t, used & tested & (z > critical[:, None]))
+    return fit, used & tested & (z > critical[:, None])
+
+
+def _across(chosen: np.ndarray, t: int, reportable: np.ndarray) -> np.ndarray:
+    """Which regimes could not be reported and overlap one that could, neither inside the other."""
+    starts, ends = candidate_intervals(t)
+    idx = np.maximum(chosen, 0)
+    s, e = starts[idx], ends[idx]
+    si, ei, sj, ej = s[:, :, None], e[:, :, None], s[:, None, :], e[:, None, :]
+    overlap = np.minimum(ei, ej) >= np.maximum(si, sj)
+    nested = ((si >= sj) & (ei <= ej)) | ((sj >= si) & (ej <= ei))
+    partly = np.any(overlap & ~nested & reportable[:, None, :], axis=2)
+    return (chosen >= 0) & ~reportable & partly
+
+
+def as_tested(
+    fit: RowFit,
+    levels: np.ndarray,
+    sm: Smoother,
+    sampling: np.ndarray,
+    direction: str,
+    tau0: float,
+    alpha: float,
+) -> RowFit:
+    """Return ``fit`` as its regimes are tested: moderated noise, each regime's mean level.
+
+    A regime could be reported on its own when it lies in ``direction`` with its
+    one-sided ``t`` p-value against ``tau0`` (log ``min_ratio``) under ``alpha``. Its
+    reported p-value is never smaller (the null draws' and the false discovery rate's
+    adjustments only raise it), so a regime that could not be reported never is. Such a
+    regime that overlaps a reportable one partly is left out of the model, and its rows
+    (``levels``, on the smoothers ``sm``) fitted again without it: it would set a step
+    inside the reportable one that no test supports. One nested in another counts in
+    that one's level (:func:`mean_levels`); a reportable one never does.
+    """
+    moderated, reportable = _reportable(fit, sampling, direction, tau0, alpha)
+    across = _across(fit.chosen, sm.size, reportable)
+    if across.any():
+        fit = refit_without(levels, sm, fit, across)
+        moderated, reportable = _reportable(fit, sampling, direction, tau0, alpha)
+    return mean_levels(moderated, sm.size, reportable)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from regimes._stats.intervals import as_steps, candidate_intervals, side_by_side, slow_starts
-from regimes._stats.scan import RowFit, fit_rows, mean_levels, selection_threshold
+from regimes._stats.scan import RowFit, fit_rows, selection_threshold
 from regimes._stats.smoother import smoother_for
+from regimes.detect._regimes import mean_levels
 
 T = 30
 
