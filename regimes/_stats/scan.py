@@ -450,13 +450,27 @@ def _fit_one(
     slow = slow_starts(chosen, fit.delta, levels.shape[1])
     moved = np.where(moved == chosen, slow, moved)
     rows = np.flatnonzero((moved != chosen).any(axis=1))
-    if rows.size:
-        again_fit = _final_by_smoother(
-            levels[rows], st, which[rows], moved[rows], None if q is None else q[rows]
-        )
-        for field, part in zip(fit, again_fit, strict=True):
-            field[rows] = part
-    return fit
+    return _refitted(levels, st, fit, rows, moved[rows], None if q is None else q[rows])
+
+
+def _refitted(
+    levels: np.ndarray,
+    st: _Stack,
+    fit: RowFit,
+    rows: np.ndarray,
+    chosen: np.ndarray,
+    q: np.ndarray | None,
+) -> RowFit:
+    """Return ``fit`` with ``rows`` fitted again with the intervals ``chosen`` (basis ``q``)."""
+    if not rows.size:
+        return fit
+    part = _final_by_smoother(levels[rows], st, fit.which[rows], chosen, q)
+    fields = []
+    for whole, refitted in zip(fit, part, strict=True):
+        field = whole.copy()
+        field[rows] = refitted
+        fields.append(field)
+    return RowFit(*fields)
 
 
 def _final_by_smoother(
@@ -502,17 +516,9 @@ def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarra
         regimes first, estimates, noise and trend of the model without the dropped ones.
     """
     rows = np.flatnonzero(drop.any(axis=1))
-    if not rows.size:
-        return fit
     chosen = np.where(drop[rows], -1, fit.chosen[rows])
     chosen = np.take_along_axis(chosen, np.argsort(chosen < 0, axis=1, kind="stable"), axis=1)
-    part = _final_by_smoother(levels[rows], _stack_of(sm), fit.which[rows], chosen, None)
-    fields = []
-    for whole, refitted in zip(fit, part, strict=True):
-        field = whole.copy()
-        field[rows] = refitted
-        fields.append(field)
-    return RowFit(*fields)
+    return _refitted(levels, _stack_of(sm), fit, rows, chosen, None)
 
 
 def fit_rows(

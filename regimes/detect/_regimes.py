@@ -110,8 +110,7 @@ def mean_levels(fit: RowFit, t: int, apart: np.ndarray) -> RowFit:
     :math:`j` stays out of its level: over a flank budget it is no part of the regime
     (``bench/accuracy.py``, the published case: the ratio interval covered 0.877 of 593
     detections with overlaps counted in, 0.904 with nested regimes alone); where it
-    could not be reported, :func:`as_tested` has left it out of the model
-    before.
+    could not be reported, :func:`as_tested` has left it out of the model before.
 
     Parameters
     ----------
