@@ -283,6 +283,8 @@ def score_limit(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section) 
 
 
 METRIC_BIAS = "estimated / true ratio (median, 10-90 %)"
+METRIC_WIDTH = "ratio CI width, high / low (median, 10-90 %)"
+METRIC_WIDTH_T = "t interval width, high / low (median, 10-90 %)"
 """The bias figure: its value is the median, its ``low`` and ``high`` the 10th and 90th
 percentiles (a spread, not an interval)."""
 
@@ -338,6 +340,26 @@ def score_anomaly(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Section
         median, low, high = bias.row(0)
         text = f"median {median:.3f}, 10-90 % {low:.3f}-{high:.3f}"
         lines.append(out.value(METRIC_BIAS, median, text, low=low, high=high, n=best.height))
+        lines += _widths(best, out)
+    return lines
+
+
+def _widths(best: pl.DataFrame, out: Section) -> list[str]:
+    """Median width of the reported and the t ratio intervals, as high over low.
+
+    Coverage alone would reward an interval for being wide: each goes with its width.
+    """
+    lines = []
+    for metric, low, high in (
+        (METRIC_WIDTH, "ratio_low", "ratio_high"),
+        (METRIC_WIDTH_T, "t_low", "t_high"),
+    ):
+        width = best.select(
+            (pl.col(high) / pl.col(low)).quantile(q).alias(str(q)) for q in (0.5, 0.1, 0.9)
+        )
+        median, lo, hi = width.row(0)
+        text = f"median {median:.3f}, 10-90 % {lo:.3f}-{hi:.3f}"
+        lines.append(out.value(metric, median, text, low=lo, high=hi, n=best.height))
     return lines
 
 

@@ -428,13 +428,17 @@ def median_draws(
         effect = events[rng.integers(0, events.size, size=(b, sizes.size))]
         values += np.repeat(effect, sizes, axis=1)
     cell_of = np.repeat(p.block_cell, sizes)
-    width = int(np.bincount(cell_of, minlength=t).max())
-    first = np.searchsorted(cell_of, np.arange(t))
-    slot = np.arange(total) - first[cell_of]
-    grid = np.full((b, t, width), np.inf)
-    grid[:, cell_of, slot] = values
-    grid.sort(axis=2)
     n = np.bincount(cell_of, minlength=t)
+    width = int(n.max())
+    if (n == width).all():
+        # trials sorted by cell, as many in each: the draws are the grid already
+        grid = values.reshape(b, t, width)
+    else:
+        first = np.searchsorted(cell_of, np.arange(t))
+        slot = np.arange(total) - first[cell_of]
+        grid = np.full((b, t, width), np.inf)
+        grid[:, cell_of, slot] = values
+    grid.sort(axis=2)
     lo = grid[:, np.arange(t), (n - 1) // 2]
     hi = grid[:, np.arange(t), n // 2]
     medians = 0.5 * (lo + hi)

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from regimes.detect._regimes import classes_on, width_class
-from regimes.detect._trials import resampled, residual_pools
+from regimes.detect._trials import median_draws, resampled, residual_pools
 
 SLOW = float(np.log(2.5))
 
@@ -88,3 +88,32 @@ def test_regimes_are_compared_within_their_width_class(width, cls):
 def test_a_grid_holds_the_classes_its_widest_regime_reaches(cells, classes):
     # a regime leaves three cells outside it
     assert classes_on(cells) == classes
+
+
+@pytest.mark.parametrize("trials", [[4, 4, 4, 4], [4, 3, 5, 4]])
+def test_the_drawn_levels_are_each_cells_median_of_its_drawn_trials(trials: list[int]):
+    # as many trials in every cell, or not: the draws are laid out by cell either way
+    rng = np.random.default_rng(3)
+    rows = [
+        (0, float(x + 1), s, float(v))
+        for x, n in enumerate(trials)
+        for s in range(2)
+        for v in rng.normal(0.0, 0.1, n)
+    ]
+    frame = pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
+    pools = residual_pools(frame)[0]
+    trend = np.zeros(len(trials))
+    medians, var = median_draws(pools, len(trials), trend, 50, np.random.default_rng(7))
+    # the same draws, replayed, and each cell's median taken on its own
+    replay = np.random.default_rng(7)
+    events, residuals = resampled(pools, trend)
+    total = int(pools.block_size.sum())
+    values = residuals[replay.integers(0, residuals.size, size=(50, total))]
+    if events.size >= 2:
+        effect = events[replay.integers(0, events.size, size=(50, pools.block_size.size))]
+        values += np.repeat(effect, pools.block_size, axis=1)
+    cell_of = np.repeat(pools.block_cell, pools.block_size)
+    expected = np.stack([np.median(values[:, cell_of == c], axis=1) for c in range(4)], axis=1)
+    expected -= expected.mean(axis=0)
+    assert medians == pytest.approx(expected, abs=1e-12)
+    assert var == pytest.approx(expected.var(axis=0), abs=1e-12)
