@@ -86,3 +86,22 @@ def test_too_few_matching_draws_give_no_bootstrap_interval(
     assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 20.0)[1] is None  # type: ignore[arg-type]
     _draws(monkeypatch, np.full(100, 1.0))
     assert _regimes.spread(None, 12, (3, 5, 1.0, 0.1), 0.95, 20.0)[1] == (1.0, 1.0)  # type: ignore[arg-type]
+
+
+def test_a_regime_nested_in_the_reported_one_is_not_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a step over cells 4..19 (16 cells): draws whose regime is a spike of 2 cells inside
+    # it found a regime of their own, not the step measured short; draws holding 8 of
+    # its cells (half) found the step
+    k = 300
+    starts, ends = np.full((k, 4), 10), np.full((k, 4), 11)
+    ends[:150, 0] = 17
+    deltas = np.full((k, 4), np.nan)
+    deltas[:, 0] = np.where(np.arange(k) < 150, 0.5, 1.1)
+    monkeypatch.setattr(_regimes, "canonical", lambda fit, t: (starts, ends, deltas))
+    step = (4, 19, 0.5, 0.05)
+    bounds, interval = _regimes.spread(None, 24, step, 0.95, 1e9)  # type: ignore[arg-type]
+    assert interval is not None
+    assert interval == pytest.approx((0.5, 0.5))
+    assert bounds == (10, 10, 17, 17)
+    ends[:150, 0] = 16  # 7 cells of 16: no draw found the step
+    assert _regimes.spread(None, 24, step, 0.95, 1e9)[1] is None  # type: ignore[arg-type]
