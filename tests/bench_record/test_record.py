@@ -101,13 +101,16 @@ def test_a_scenario_scores_into_rows_as_it_prints():
     figures = {r["metric"]: r for r in record.rows}
     assert (figures["recall (a reported anomaly overlaps the truth)"]["hits"], len(lines)) == (
         1,
-        7,
+        9,
     )
     assert figures["ratio CI covers the true ratio"]["hits"] == 1
     assert figures["t interval (regime held fixed) covers the true ratio"]["hits"] == 0
     assert figures["ratio CIs from the bootstrap (else t)"]["hits"] == 1
     bias = figures[accuracy.METRIC_BIAS]
     assert bias["value"] == pytest.approx(1.05) and bias["n"] == 1
+    width = figures[accuracy.METRIC_WIDTH]
+    assert width["value"] == pytest.approx(2.4 / 1.8) and width["n"] == 1
+    assert figures[accuracy.METRIC_WIDTH_T]["value"] == pytest.approx(1.95 / 1.9)
     assert {r["section"] for r in record.rows} == {"spike 2x"}
 
 
