@@ -13,6 +13,11 @@
   ``bench/results/NAME.json`` (``bench/record.py``: its command, commit and machine,
   then one table row per figure), or, before the benchmark has written that file, a
   line saying which command writes it.
+
+The README is no page of the site: its validation summary, between
+``<!-- readme-validation -->`` and ``<!-- /readme-validation -->``, is written by
+``python docs/hooks.py --readme`` from the same files (:func:`readme_validation`), and
+the tests check that it is what they hold.
 """
 
 from __future__ import annotations
@@ -32,6 +37,14 @@ _RESULTS = os.path.join(
 _BENCH_OUTPUT = re.compile(r"^<!-- bench-output ([A-Za-z0-9_.-]+) -->$", re.MULTILINE)
 _BENCH_TABLE = re.compile(r"^<!-- bench-table ([A-Za-z0-9_-]+) -->$", re.MULTILINE)
 _COMMAND = re.compile(r"^    ([a-z][a-z0-9-]*)\s", re.MULTILINE)
+README_BEGIN, README_END = "<!-- readme-validation -->", "<!-- /readme-validation -->"
+_README_COLUMNS = (
+    ("null", "any anomaly", "smooth curves with an anomaly"),
+    ("anomaly", "recall", "recall"),
+    ("anomaly", "bounds hold start and end", "bounds hold onset and end"),
+    ("null", "spike at width-2 detectable ratio found", "found at its detectable ratio (0.8)"),
+)
+_COVERAGE_GOAL = 0.93
 
 
 def _help(*args: str) -> str:
@@ -146,6 +159,72 @@ def bench_table(name: str) -> str:
     return "\n".join(lines)
 
 
+def _needed(name: str) -> dict[str, Any]:
+    data = _load(name)
+    if data is None:
+        raise RuntimeError(f"bench/results/{name} is missing: run the benchmark that writes it")
+    return data
+
+
+def _ratio_coverage(accuracy: dict[str, Any]) -> list[str]:
+    """Sentences on the ratio intervals' coverage over every scenario of the accuracy run."""
+    rows = [r for r in accuracy["rows"] if r["metric"].startswith("ratio CI covers")]
+    short = [r for r in rows if r["value"] < _COVERAGE_GOAL]
+    rest = [r["value"] for r in rows if r["value"] >= _COVERAGE_GOAL]
+    curves = accuracy.get("meta", {}).get("options", {}).get("curves")
+    where = "`bench/accuracy.py`" + (f", {curves} curves a scenario" if curves else "")
+    text = (
+        f"Ratio intervals ({where}) hold the true ratio in {min(rest):.3f} to "
+        f"{max(rest):.3f} of detections in {len(rest)} of {len(rows)} scenarios"
+    )
+    below = "; ".join(f"{r['section']}: {_cell(r)}" for r in short)
+    return [text + (f"; under {_COVERAGE_GOAL}: {below}." if short else ".")]
+
+
+def readme_validation() -> str:
+    """Return the README's validation summary, from ``bench/results``.
+
+    Per family of ``bench/trust.py``: smooth curves with an anomaly, recall, bounds that
+    hold the true onset and end, and the share of spikes planted at a curve's promised
+    detectable ratio that are found (0.8 promised); the ratio intervals' coverage over
+    ``bench/accuracy.py``; the speed ratio of ``bench/speed.py``.
+    """
+    trust, accuracy, speed = _needed("trust.json"), _needed("accuracy.json"), _needed("speed.json")
+    rows = {(r["family"], r["variant"], r["metric"]): r for r in trust["rows"]}
+    families = list(dict.fromkeys(r["family"] for r in trust["rows"]))
+    head = [label for _, _, label in _README_COLUMNS]
+    lines = [
+        f"| family ({trust['meta']['curves']} curves each) | " + " | ".join(head) + " |",
+        "|---" * (len(head) + 1) + "|",
+    ]
+    for family in families:
+        cells = [
+            _cell(rows.get((family, variant, metric))) for variant, metric, _ in _README_COLUMNS
+        ]
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    figures = {r["metric"]: r["value"] for r in speed["rows"]}
+    lines += [
+        "",
+        *_ratio_coverage(accuracy),
+        f"Detection takes {figures['1000000 rows, 1 session x 20 trials']:.1f} s on 1M rows "
+        f"(`bench/speed.py`), {figures['extrapolated / detect_regimes']:.1f} times faster than "
+        "a per-cell bootstrap and Pelt in the same run.",
+    ]
+    return "\n".join(lines)
+
+
+def write_readme(path: str) -> bool:
+    """Write :func:`readme_validation` between the README's markers; return whether it changed."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    before, rest = text.split(README_BEGIN + "\n", 1)
+    _, after = rest.split(README_END, 1)
+    new = before + README_BEGIN + "\n" + readme_validation() + "\n" + README_END + after
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(new)
+    return new != text
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """Replace each marker line with what it stands for."""
     if MARKER in markdown:
@@ -154,3 +233,10 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(VALIDATION, _validation())
     markdown = _BENCH_TABLE.sub(lambda match: bench_table(match.group(1)), markdown)
     return _BENCH_OUTPUT.sub(_output, markdown)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--readme"]:
+        raise SystemExit("usage: python docs/hooks.py --readme")
+    readme = os.path.join(os.path.dirname(_RESULTS), os.pardir, "README.md")
+    print("README.md", "written" if write_readme(os.path.normpath(readme)) else "unchanged")

@@ -149,3 +149,21 @@ def test_every_table_the_validation_page_asks_for_is_a_benchmark():
     page = (ROOT / "docs" / "validation.md").read_text()
     names = hooks._BENCH_TABLE.findall(page)
     assert {name.split("-")[0] for name in names} == set(BENCHMARKS)
+
+
+def test_the_readmes_validation_summary_is_what_the_benchmarks_wrote():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(hooks.README_BEGIN + "\n", 1)[1].split("\n" + hooks.README_END, 1)[0]
+    assert block == hooks.readme_validation(), "run: python docs/hooks.py --readme"
+
+
+def test_the_readme_summary_names_every_ratio_interval_under_its_goal(tmp_path, monkeypatch):
+    record = Record("accuracy")
+    record.rate("spike", "ratio CI covers the true ratio", 95, 100)
+    record.rate("step", "ratio CI covers the true ratio", 80, 100)
+    record.write(tmp_path / "accuracy.json")
+    monkeypatch.setattr(hooks, "_RESULTS", str(tmp_path))
+    (line,) = hooks._ratio_coverage(hooks._needed("accuracy.json"))
+    assert "0.950 to 0.950 of detections in 1 of 2 scenarios" in line
+    assert line.startswith("Ratio intervals (`bench/accuracy.py`) hold")
+    assert "; under 0.93: step: 0.800 (0.7" in line and line.endswith(").")
