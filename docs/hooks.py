@@ -173,9 +173,10 @@ def _ratio_coverage(accuracy: dict[str, Any]) -> list[str]:
     rest = [r["value"] for r in rows if r["value"] >= _COVERAGE_GOAL]
     curves = accuracy.get("meta", {}).get("options", {}).get("curves")
     where = "`bench/accuracy.py`" + (f", {curves} curves a scenario" if curves else "")
+    held = f"{min(rest):.3f} to {max(rest):.3f}" if rest else "under the goal"
     text = (
-        f"Ratio intervals ({where}) hold the true ratio in {min(rest):.3f} to "
-        f"{max(rest):.3f} of detections in {len(rest)} of {len(rows)} scenarios"
+        f"Ratio intervals ({where}) hold the true ratio in {held} of detections in "
+        f"{len(rest)} of {len(rows)} scenarios"
     )
     below = "; ".join(f"{r['section']}: {_cell(r)}" for r in short)
     return [text + (f"; under {_COVERAGE_GOAL}: {below}." if short else ".")]

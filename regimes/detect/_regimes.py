@@ -76,7 +76,8 @@ def spread(
     regime's cells covers at least half of them: a regime nested in a longer one (a
     spike on a step) is one of its own, not the longer one measured short, whose level
     would spread the interval to the nested one's (``bench/accuracy.py``, a spike on a
-    step: the step's interval was 1.62 times as high as low in the median, 1.13 so).
+    step: the step's interval was 1.62 times as high as low in the median without
+    this match, 1.13 with it).
     """
     s, e, delta, _ = regime
     a, b, d = canonical(found, t)
