@@ -89,9 +89,7 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 
 def _validation() -> str:
-    now, before = _load("trust.json"), _load("trust-before.json")
-    if now is None:
-        raise RuntimeError("bench/results/trust.json is missing: run python bench/trust.py")
+    now, before = _needed("trust.json"), _load("trust-before.json")
     old = {(r["family"], r["variant"], r["metric"]): r for r in (before or {}).get("rows", [])}
     meta = now.get("meta", {})
     lines = [
@@ -160,9 +158,11 @@ def bench_table(name: str) -> str:
 
 
 def _needed(name: str) -> dict[str, Any]:
+    """Return ``bench/results/NAME``, or raise naming the benchmark that writes it."""
     data = _load(name)
     if data is None:
-        raise RuntimeError(f"bench/results/{name} is missing: run the benchmark that writes it")
+        script = name.split(".")[0].split("-")[0]
+        raise RuntimeError(f"bench/results/{name} is missing: run python bench/{script}.py")
     return data
 
 

@@ -135,10 +135,9 @@ def mean_levels(fit: RowFit, t: int, apart: np.ndarray) -> RowFit:
     RowFit
         With ``delta`` and ``se_unit`` the levels' (``coef`` and ``cov_unit`` as they were).
     """
-    starts, ends = candidate_intervals(t)
     used = fit.chosen >= 0
-    idx = np.maximum(fit.chosen, 0)
-    s, e1 = starts[idx], ends[idx] + 1
+    s, e, _ = canonical(fit, t)
+    e1 = e + 1
     width = np.where(used, e1 - s, 1)
     # [k, j, i]: regime i strictly inside regime j, and counted in its level
     part = (
@@ -198,16 +197,14 @@ def _reportable(
     return fit, used & tested & (z > critical[:, None])
 
 
-def _across(chosen: np.ndarray, t: int, reportable: np.ndarray) -> np.ndarray:
+def _across(fit: RowFit, t: int, reportable: np.ndarray) -> np.ndarray:
     """Which regimes could not be reported and overlap one that could, neither inside the other."""
-    starts, ends = candidate_intervals(t)
-    idx = np.maximum(chosen, 0)
-    s, e = starts[idx], ends[idx]
+    s, e, _ = canonical(fit, t)
     si, ei, sj, ej = s[:, :, None], e[:, :, None], s[:, None, :], e[:, None, :]
     overlap = np.minimum(ei, ej) >= np.maximum(si, sj)
     nested = ((si >= sj) & (ei <= ej)) | ((sj >= si) & (ej <= ei))
     partly = np.any(overlap & ~nested & reportable[:, None, :], axis=2)
-    return (chosen >= 0) & ~reportable & partly
+    return (fit.chosen >= 0) & ~reportable & partly
 
 
 def as_tested(
@@ -231,7 +228,7 @@ def as_tested(
     that one's level (:func:`mean_levels`); a reportable one never does.
     """
     moderated, reportable = _reportable(fit, sampling, direction, tau0, alpha)
-    across = _across(fit.chosen, sm.size, reportable)
+    across = _across(fit, sm.size, reportable)
     if across.any():
         fit = refit_without(levels, sm, fit, across)
         moderated, reportable = _reportable(fit, sampling, direction, tau0, alpha)
