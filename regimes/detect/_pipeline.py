@@ -57,13 +57,16 @@ def _check_lengths(cells: pl.DataFrame, x: str) -> None:
         )
 
 
-def _canonical_order(frame: pl.DataFrame) -> pl.DataFrame:
-    """Sort and centre the trials, so that neither row order nor scale moves a sum.
+def _canonical_order(frame: pl.DataFrame, y: str) -> pl.DataFrame:
+    """Return the columns the model reads, sorted and centred (row order, scale move no sum).
 
     Sorting the pools is not enough: a block mean of the same trials in another order
-    differs in its last bits, and the answer must not.
+    differs in its last bits, and the answer must not. The user's other columns stay
+    behind: every sort, filter and join of a 1M-row call would copy them (their strings
+    above all), and the result's trial table is built from the prepared frame.
     """
     keys = ["_curve", "_x", "_session", *(c for c in ("order", "trial") if c in frame.columns)]
+    frame = frame.select(*keys, "_ly", pl.col(y).alias("_y"))
     # centred per curve: a curve scaled by a constant then gives the same numbers, bit for
     # bit, wherever the bootstrap's discrete choices could tell two roundings apart
     centre = pl.col("_ly").median().over("_curve")
@@ -285,7 +288,7 @@ def detect_regimes(
     )
     frame, group_columns = prepare_trials(df, x, y, by, session)
     index = index_curves(frame, group_columns, x)
-    adjusted = adjust_trials(_canonical_order(index.frame.with_columns(pl.col(y).alias("_y"))))
+    adjusted = adjust_trials(_canonical_order(index.frame, y))
     _warn_first_trials(adjusted.first_trials)
     cells = cell_arrays(adjusted.frame)
     _check_lengths(cells, x)
