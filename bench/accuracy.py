@@ -22,7 +22,8 @@ Figures, each with a 95 % Clopper-Pearson interval:
   estimated over true ratio;
 * edges: one-budget anomalies at a grid end reported as ``kind="edge"`` with
   ``recovered`` null;
-* neighbours: a spike then a step, a spike on a step: each found, each ratio covered;
+* neighbours: a spike then a step, a spike on a step: each found, each ratio covered,
+  and each ratio's coverage where its neighbour was found too and where not;
 * coverage of the per-cell interval of the median, per design (trials x sessions);
 * the published gpt2-medium example with 5 synthetic trials per budget at 10 % CV, as
   many seeds as curves per scenario (its ratio interval covered 0.910 over seeds 0-199,
@@ -429,6 +430,38 @@ def score_neighbours(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Sect
     per_curve = pairs.group_by("model").agg(pl.col("found").n_unique().alias("distinct"))
     both = per_curve.filter(pl.col("distinct") == 2).height
     lines.append(out.rate("curves with both found as two anomalies", both, n))
+    return lines + _covered_beside(truth, found, pairs, out)
+
+
+def _covered_beside(
+    truth: pl.DataFrame, found: pl.DataFrame, pairs: pl.DataFrame, out: Section
+) -> list[str]:
+    """Each anomaly's ratio coverage, where its neighbour was found too and where not.
+
+    A ratio is read against the level around its regime: where the model misses the
+    neighbour, or writes it otherwise, that level is not the truth's, whatever the
+    interval's own spread (docs/method.md, Known limits).
+    """
+    kinds = truth.with_row_index("truth").select("truth", "model", "kind", true="ratio")
+    reported = found.with_row_index("found").select("found", "ratio_low", "ratio_high")
+    matched = (
+        pairs.select("truth", "found")
+        .join(kinds, on="truth")
+        .join(reported, on="found")
+        .with_columns(
+            (
+                (pl.col("ratio_low") <= pl.col("true")) & (pl.col("ratio_high") >= pl.col("true"))
+            ).alias("covered"),
+            (pl.len().over("model") == 2).alias("beside"),
+        )
+    )
+    lines = []
+    for kind in ("spike", "step"):
+        own = matched.filter(pl.col("kind") == kind)
+        for beside, words in ((True, "found too"), (False, "not found")):
+            part = own.filter(pl.col("beside") == beside)
+            metric = f"the {kind}, its neighbour {words}: ratio interval covers the true ratio"
+            lines.append(out.rate(metric, int(part.get_column("covered").sum()), part.height))
     return lines
 
 

@@ -114,6 +114,44 @@ def test_a_scenario_scores_into_rows_as_it_prints():
     assert {r["section"] for r in record.rows} == {"spike 2x"}
 
 
+def test_a_neighbours_ratio_is_scored_apart_where_its_neighbour_was_missed():
+    # curve a: spike and step both found, the spike's interval holds 3; curve b: the step
+    # missed, the spike read against the step's level (1.9x), its interval misses 3
+    truth = pl.DataFrame(
+        {
+            "model": ["a", "a", "b", "b"],
+            "kind": ["spike", "step", "spike", "step"],
+            "start": [32, 64, 32, 64],
+            "end": [48, 320, 48, 320],
+            "ratio": [3.0, 1.6, 3.0, 1.6],
+        }
+    )
+    found = pl.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "start": [32, 64, 32],
+            "end": [48, 320, 48],
+            "ratio": [2.9, 1.62, 1.9],
+            "ratio_low": [2.6, 1.5, 1.7],
+            "ratio_high": [3.3, 1.7, 2.1],
+            "recovered": [True, None, True],
+            "kind": ["spike", "step", "spike"],
+            "ratio_interval": ["bootstrap"] * 3,
+            "t_low": [2.7, 1.55, 1.75],
+            "t_high": [3.1, 1.68, 2.0],
+        }
+    )
+    record = Record("accuracy")
+    accuracy.score_neighbours(truth, found, 2, record.section("neighbours"))
+    figures = {r["metric"]: (r["hits"], r["n"]) for r in record.rows if "neighbour" in r["metric"]}
+    assert figures == {
+        "the spike, its neighbour found too: ratio interval covers the true ratio": (1, 1),
+        "the spike, its neighbour not found: ratio interval covers the true ratio": (0, 1),
+        "the step, its neighbour found too: ratio interval covers the true ratio": (1, 1),
+        "the step, its neighbour not found: ratio interval covers the true ratio": (0, 0),
+    }
+
+
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_every_benchmark_writes_its_figures_through_the_record(name):
     tree = ast.parse((ROOT / "bench" / f"{name}.py").read_text())
