@@ -427,18 +427,16 @@ def score_neighbours(truth: pl.DataFrame, found: pl.DataFrame, n: int, out: Sect
         lines.append(f"  -- the {kind} (each reported anomaly matched to one truth):")
         own_section = out.record.section(f"{out.name}: the {kind}")
         lines += score_anomaly(part.drop("truth"), mine.drop("found"), n, own_section)
-    per_curve = pairs.group_by("model").agg(pl.col("found").n_unique().alias("distinct"))
-    both = per_curve.filter(pl.col("distinct") == 2).height
-    lines.append(out.rate("curves with both found as two anomalies", both, n))
-    return lines + _covered_beside(truth, found, pairs, out)
+    return lines + _covered_beside(truth, found, pairs, n, out)
 
 
 def _covered_beside(
-    truth: pl.DataFrame, found: pl.DataFrame, pairs: pl.DataFrame, out: Section
+    truth: pl.DataFrame, found: pl.DataFrame, pairs: pl.DataFrame, n: int, out: Section
 ) -> list[str]:
-    """Each anomaly's ratio coverage, where its neighbour was found too and where not.
+    """Curves with both found, and each ratio's coverage where its neighbour was found too.
 
-    A ratio is read against the level around its regime: where the model misses the
+    The pairs are one to one, so a curve with two pairs found both as two anomalies. A
+    ratio is read against the level around its regime: where the model misses the
     neighbour, or writes it otherwise, that level is not the truth's, whatever the
     interval's own spread (docs/method.md, Known limits).
     """
@@ -455,7 +453,8 @@ def _covered_beside(
             (pl.len().over("model") == 2).alias("beside"),
         )
     )
-    lines = []
+    both = matched.filter("beside").get_column("model").n_unique()
+    lines = [out.rate("curves with both found as two anomalies", both, n)]
     for kind in ("spike", "step"):
         own = matched.filter(pl.col("kind") == kind)
         for beside, words in ((True, "found too"), (False, "not found")):
