@@ -66,7 +66,7 @@ from regimes._stats.intervals import (
 )
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
-from regimes._stats.selection import Scratch, explained_floor, scratch, select
+from regimes._stats.selection import Scratch, explained_floor, scratch, select, select_near
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
 
 __all__ = [
@@ -401,6 +401,7 @@ def _fit_one(
     kmax: int,
     held: np.ndarray | None,
     work: Scratch,
+    near: tuple[np.ndarray, list[np.ndarray]] | None = None,
 ) -> RowFit:
     """Fit every row: smoother by GCV, selection; where it selected, trend and regimes jointly.
 
@@ -414,7 +415,10 @@ def _fit_one(
     """
     k_rows, grids = levels.shape[0], st.grids
     which = _choose(levels, st) if held is None else held.copy()
-    chosen = _select_all(levels, grids, which, h, kmax, work)
+    if near is None:
+        chosen = _select_all(levels, grids, which, h, kmax, work)
+    else:
+        chosen = select_near(levels, grids, which, near, h * h, kmax)
     # a hinge can take in part of a step and leave nothing to select: a row whose first
     # smoother is hinged is offered the others all the same, the unhinged ones with
     # their regimes (a hinged one's regimes would answer a hinge, not a step)
@@ -522,7 +526,12 @@ def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarra
 
 
 def fit_rows(
-    levels: np.ndarray, sm: Smoother, h: float, kmax: int, held: np.ndarray | None = None
+    levels: np.ndarray,
+    sm: Smoother,
+    h: float,
+    kmax: int,
+    held: np.ndarray | None = None,
+    near: tuple[np.ndarray, list[np.ndarray]] | None = None,
 ) -> RowFit:
     """Fit the regime model to every row of ``levels`` ``(K, T)`` on grid ``sm``.
 
@@ -539,6 +548,10 @@ def fit_rows(
     held : numpy.ndarray, optional
         Each row's smoother ``(K,)``, held instead of chosen: only the regimes are
         selected.
+    near : tuple of (numpy.ndarray, list of numpy.ndarray), optional
+        With ``held``: each row's block ``(K,)`` and, per block, the candidate intervals
+        (indices of :func:`~regimes._stats.intervals.candidate_intervals`) its rows
+        select among; by default every candidate.
 
     Returns
     -------
@@ -546,11 +559,13 @@ def fit_rows(
     """
     intervals = candidate_intervals(sm.size)
     st = _stack_of(sm)
-    # rows per chunk: bounded by the memory of the per-interval arrays
-    chunk = min(_MAX_ROWS, max(1, _ROW_CELLS // (sm.size * max(intervals[0].size, 1))))
+    # rows per chunk: bounded by the memory of the per-interval arrays (rows selecting
+    # near their blocks' regimes hold few intervals, and their own work arrays)
+    n = 1 if near is not None else max(intervals[0].size, 1)
+    chunk = min(_MAX_ROWS, max(1, _ROW_CELLS // (sm.size * n)))
     # the joint choice offers each row to every other smoother: up to S times its rows
     offered = levels.shape[0] * (sm.edf.size if held is None else 1)
-    work = scratch(min(chunk, offered), intervals[0].size, kmax)
+    work = scratch(min(chunk, offered), n, kmax)
     parts = [
         _fit_one(
             levels[i : i + chunk],
@@ -559,6 +574,7 @@ def fit_rows(
             kmax,
             None if held is None else held[i : i + chunk],
             work,
+            None if near is None else (near[0][i : i + chunk], near[1]),
         )
         for i in range(0, levels.shape[0], chunk)
     ]

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Grid", "Scratch", "explained_floor", "scratch", "select"]
+__all__ = ["Grid", "Scratch", "explained_floor", "scratch", "select", "select_near"]
 
 TINY = 1e-9
 """Relative size below which a quantity is taken as zero."""
@@ -349,3 +349,62 @@ def select(
         out += np.split(chosen, edges)
         first = last
     return out
+
+
+def select_near(
+    levels: np.ndarray,
+    grids: list[Grid],
+    which: np.ndarray,
+    near: tuple[np.ndarray, list[np.ndarray]],
+    h2: float,
+    kmax: int,
+) -> np.ndarray:
+    """Select each block of rows among its own candidate intervals, as :func:`select` does.
+
+    Parameters
+    ----------
+    levels : numpy.ndarray
+        Rows ``(K, T)``.
+    grids : list of Grid
+        The smoothers; row ``k`` is selected on ``grids[which[k]]``.
+    which : numpy.ndarray
+        Each row's smoother ``(K,)``.
+    near : tuple of (numpy.ndarray, list of numpy.ndarray)
+        Each row's block ``(K,)``, and per block the indices of the candidate intervals
+        its rows may select; a block without any selects nothing.
+    h2 : float
+        The penalty of one interval.
+    kmax : int
+        Most intervals per row.
+
+    Returns
+    -------
+    numpy.ndarray
+        The chosen intervals ``(K, kmax)``, indices among every candidate, -1 where unused.
+    """
+    block, candidates = near
+    chosen = np.full((levels.shape[0], kmax), -1)
+    for b in np.unique(block).tolist():
+        rows, sub = np.flatnonzero(block == b), candidates[b]
+        if not sub.size:
+            continue
+        # the same rows and smoother with fewer columns: each grid's per-interval arrays
+        # are sliced to the block's candidates, and the choices mapped back
+        parts = [(rows[which[rows] == w], grids[w]) for w in np.unique(which[rows]).tolist()]
+        narrow = [
+            (
+                levels[r],
+                g._replace(
+                    zaz=g.zaz[sub],
+                    floor=g.floor[sub],
+                    starts=g.starts[sub],
+                    ends=g.ends[sub],
+                    indicators=g.indicators[:, sub],
+                ),
+            )
+            for r, g in parts
+        ]
+        picked = select(narrow, h2, kmax, scratch(rows.size, sub.size, kmax))
+        for (r, _), part in zip(parts, picked, strict=True):
+            chosen[r] = np.where(part >= 0, sub[np.maximum(part, 0)], -1)
+    return chosen

@@ -522,7 +522,8 @@ def _add_spread(
     # holds no onset to count (docs/method.md, section 5)
     held = np.repeat(raw.which[rows], o.n_boot)
     levels = _draw_levels(curves, raw, rows, sm, o, 1)
-    drawn = fit_rows(levels, sm, o.h, KMAX, held)
+    near = [_near(models[i].regimes, sm.size) for i in rows]
+    drawn = fit_rows(levels, sm, o.h, KMAX, held, (np.repeat(np.arange(len(rows)), o.n_boot), near))
     sampled = np.repeat(sampling[rows], o.n_boot)
     model = as_tested(drawn, levels, sm, sampled, o.direction, o.tau0, o.alpha)
     b = o.n_boot
@@ -531,6 +532,23 @@ def _add_spread(
         models[i] = models[i]._replace(
             regimes=_with_spread(models[i].regimes, own, sm.size, o.level, models[i].df)
         )
+
+
+NEAR_CELLS = 4
+"""Cells beyond a regime of the data's model within which its model's draws select."""
+
+
+def _near(regimes: list[Regime], t: int) -> np.ndarray:
+    """Return the candidate intervals within :data:`NEAR_CELLS` cells of some regime.
+
+    What a draw selects elsewhere moves no bound and no interval of the regimes: the
+    draws select among these alone (docs/method.md, section 5).
+    """
+    starts, ends = candidate_intervals(t)
+    inside = np.zeros(starts.size, dtype=bool)
+    for r in regimes:
+        inside |= (starts >= r.start - NEAR_CELLS) & (ends <= r.end + NEAR_CELLS)
+    return np.flatnonzero(inside)
 
 
 def _sampling(c: CurveInput) -> float:
