@@ -66,7 +66,7 @@ from regimes._stats.intervals import (
 )
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
-from regimes._stats.selection import Scratch, explained_floor, scratch, select, select_near
+from regimes._stats.selection import Near, Scratch, explained_floor, scratch, select, select_near
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
 
 __all__ = [
@@ -401,7 +401,7 @@ def _fit_one(
     kmax: int,
     held: np.ndarray | None,
     work: Scratch,
-    near: tuple[np.ndarray, list[np.ndarray]] | None = None,
+    near: Near | None = None,
 ) -> RowFit:
     """Fit every row: smoother by GCV, selection; where it selected, trend and regimes jointly.
 
@@ -531,7 +531,7 @@ def fit_rows(
     h: float,
     kmax: int,
     held: np.ndarray | None = None,
-    near: tuple[np.ndarray, list[np.ndarray]] | None = None,
+    near: Near | None = None,
 ) -> RowFit:
     """Fit the regime model to every row of ``levels`` ``(K, T)`` on grid ``sm``.
 
@@ -548,7 +548,7 @@ def fit_rows(
     held : numpy.ndarray, optional
         Each row's smoother ``(K,)``, held instead of chosen: only the regimes are
         selected.
-    near : tuple of (numpy.ndarray, list of numpy.ndarray), optional
+    near : Near, optional
         With ``held``: each row's block ``(K,)`` and, per block, the candidate intervals
         (indices of :func:`~regimes._stats.intervals.candidate_intervals`) its rows
         select among; by default every candidate.

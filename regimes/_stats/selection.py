@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Grid", "Scratch", "explained_floor", "scratch", "select", "select_near"]
+__all__ = ["Grid", "Near", "Scratch", "explained_floor", "scratch", "select", "select_near"]
 
 TINY = 1e-9
 """Relative size below which a quantity is taken as zero."""
@@ -351,11 +351,15 @@ def select(
     return out
 
 
+Near = tuple[np.ndarray, list[np.ndarray]]
+"""Each row's block ``(K,)``, and per block the candidate intervals its rows may select."""
+
+
 def select_near(
     levels: np.ndarray,
     grids: list[Grid],
     which: np.ndarray,
-    near: tuple[np.ndarray, list[np.ndarray]],
+    near: Near,
     h2: float,
     kmax: int,
 ) -> np.ndarray:
@@ -369,7 +373,7 @@ def select_near(
         The smoothers; row ``k`` is selected on ``grids[which[k]]``.
     which : numpy.ndarray
         Each row's smoother ``(K,)``.
-    near : tuple of (numpy.ndarray, list of numpy.ndarray)
+    near : Near
         Each row's block ``(K,)``, and per block the indices of the candidate intervals
         its rows may select; a block without any selects nothing.
     h2 : float
