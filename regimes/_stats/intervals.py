@@ -64,12 +64,22 @@ def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the intervals ``[start, end]`` of ``t`` cells that may enter the model.
 
     Every one leaving :data:`MIN_OUTSIDE` cells outside it, up to :data:`MAX_WIDTH` cells
-    wide, and every one running to the end of the grid. Cached (read-only): every fit,
-    and every curve's reading of one, asks for its grid's.
+    wide, and every one running to the end of the grid, but none from the second cell
+    over more than :data:`START_CELLS`: the trend at the first cell is mostly that cell's
+    own level (on a linear grid of 13-31 budgets its leverage is 0.34-0.52 for the
+    stiffest trend, 0.6-0.98 from three degrees of freedom on), so the first cell alone
+    cannot hold the normal level such a regime would depart from; where the same regime
+    from the first cell, a step to the end (:func:`as_step`), is a candidate, it is
+    offered instead (on six or seven cells a spike over the second to fourth often
+    leaves too few cells for it).
+    Cached (read-only): every fit, and every curve's reading of one, asks for its grid's.
     """
     starts, ends = np.triu_indices(t)
     width = ends - starts + 1
     keep = (t - width >= MIN_OUTSIDE) & ((width <= MAX_WIDTH) | (ends == t - 1))
+    offered_from_first = np.zeros(t, dtype=bool)
+    offered_from_first[ends[keep & (starts == 0)]] = True
+    keep &= (starts != 1) | (width <= START_CELLS) | ~offered_from_first[ends]
     starts, ends = starts[keep], ends[keep]
     starts.setflags(write=False)
     ends.setflags(write=False)

@@ -28,6 +28,15 @@ def test_an_interval_from_the_first_cell_is_written_as_the_step_after_it():
     assert _pairs(as_steps(_index((0, 9), (0, 1), (12, 14)), T)) == [(10, 29), (0, 1), (12, 14)]
 
 
+def test_no_long_interval_starts_at_the_second_cell():
+    starts, ends = candidate_intervals(T)
+    from_second = {int(e) for s, e in zip(starts, ends, strict=True) if s == 1}
+    # one or two cells there may be a spike; a longer regime is one from the first cell,
+    # unless that one leaves too few cells outside it
+    assert from_second == {1, 2, T - 3}
+    assert {int(e) for s, e in zip(starts, ends, strict=True) if s == 0} == set(range(T - 3))
+
+
 @pytest.mark.parametrize(
     ("delta", "expected"),
     [
