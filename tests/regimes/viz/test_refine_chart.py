@@ -62,7 +62,15 @@ def test_the_h200_chart_draws_the_refined_brackets(h200):
     assert grid.select("x_lo", "x_hi").rows() == [(96, 112), (176, 208)]
     probes = rows.filter(pl.col("part") == "probe")
     assert sorted(probes.get_column("budget").to_list()) == [
-        104, 105, 106, 108, 192, 200, 201, 202, 204
+        104,
+        105,
+        106,
+        108,
+        192,
+        200,
+        201,
+        202,
+        204,
     ]
     decisions = dict(probes.select("budget", "decision").rows())
     assert decisions.pop(192) == "pending"
