@@ -68,11 +68,11 @@ def candidate_intervals(t: int) -> tuple[np.ndarray, np.ndarray]:
     over more than :data:`START_CELLS`: the trend at the first cell is mostly that cell's
     own level (on a linear grid of 13-31 budgets its leverage is 0.34-0.52 for the
     stiffest trend, 0.6-0.98 from three degrees of freedom on), so the first cell alone
-    cannot hold the normal level such a regime would depart from; where the same regime
-    from the first cell, a step to the end (:func:`as_step`), is a candidate, it is
-    offered instead (on six or seven cells a spike over the second to fourth often
-    leaves too few cells for it).
-    Cached (read-only): every fit, and every curve's reading of one, asks for its grid's.
+    cannot hold the normal level such a regime would depart from; the same regime from
+    the first cell, a step to the end (:func:`as_step`), is offered instead, where it is
+    a candidate (on six cells a spike over the second to fourth would leave only two
+    cells outside it from the first: it stays). Cached (read-only): every fit, and every
+    curve's reading of one, asks for its grid's.
     """
     starts, ends = np.triu_indices(t)
     width = ends - starts + 1

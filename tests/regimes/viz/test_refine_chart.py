@@ -58,7 +58,7 @@ def test_the_h200_chart_draws_the_refined_brackets(h200):
     grid = rows.filter(pl.col("part") == "grid").sort("x_lo")
     # the detection's bounds put the recovery's last anomalous budget at 176 to 192, so
     # its bracket starts at 176: the probe at 192 was never run (the probes on disk were
-    # planned from 192), and the recovery is resolved without it
+    # planned in the bracket (192, 208)), and the recovery is resolved without it
     assert grid.select("x_lo", "x_hi").rows() == [(96, 112), (176, 208)]
     probes = rows.filter(pl.col("part") == "probe")
     assert sorted(probes.get_column("budget").to_list()) == [
