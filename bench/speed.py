@@ -16,7 +16,10 @@ noise CV 2-15 %, 0-3 % hiccups, session factors of 0-5 %.
    ``detect_regimes`` on them, for both designs;
 4. a mixed sweep of curves with 1 to 3 sessions per cell (about 330,000 rows), how
    time grows with budgets per curve at a fixed 1M rows, and a short grid (1,000 curves
-   x 9 budgets x 5 trials), where every curve simulates its own power.
+   x 9 budgets x 5 trials), where every curve simulates its own power;
+5. where the time of one call on the single-session rows goes: each stage's share of
+   one call under ``cProfile`` (the profiler's own cost falls on every stage alike, in
+   proportion to the Python calls it makes), so that work on speed starts where it pays.
 
 The figures go to ``--out`` (default ``bench/results/speed.json``, see
 ``bench/record.py``). ``--scale`` shrinks every design by that factor (curves, or rows
@@ -29,9 +32,11 @@ Run: ``python bench/speed.py [--repeats 3] [--slice 20] [--scale 1] [--out PATH]
 from __future__ import annotations
 
 import argparse
+import cProfile
 import multiprocessing
 import os
 import platform
+import pstats
 import resource
 import statistics
 import time
@@ -195,6 +200,7 @@ def main() -> None:
     baseline(record, single, part, base_s, single_s, args)
     memory(record, designs)
     scaling(record, args)
+    stages(record, single)
     record.write(args.out, partial=args.scale != 1.0)
 
 
@@ -260,6 +266,51 @@ def scaling(record: Record, args: argparse.Namespace) -> None:
         record.value(where, "seconds", secs, unit="s")
         record.value(where, "per row", secs / data.height * 1e6, unit="us")
         print(f"   {n_budgets:>8} {curves:>7} {secs:>8.2f} {secs / data.height * 1e6:>7.2f}")
+
+
+STAGES = {
+    "trial table (checks, first trials, drift, sessions, cells)": [
+        ("_prepare.py", "prepare_trials"),
+        ("curves.py", "index_curves"),
+        ("_pipeline.py", "_canonical_order"),
+        ("_trials.py", "adjust_trials"),
+        ("_trials.py", "cell_arrays"),
+    ],
+    "resampling pools": [("_trials.py", "residual_pools")],
+    "null draws (p-values)": [("_model.py", "_null_maxima")],
+    "model draws (bounds, ratio intervals)": [("_model.py", "_add_spread")],
+    "sensitivity (power tables)": [("_sensitivity.py", "curve_sensitivities")],
+    "result tables": [("_tables.py", "assemble")],
+}
+"""Each stage of a call, as the functions whose cumulative time it is."""
+
+
+def _cumulative(stats: pstats.Stats, functions: list[tuple[str, str]]) -> float:
+    """Seconds spent in ``functions`` (file name, function name) and what they call."""
+    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    return sum(
+        row[3]
+        for (path, _, name), row in table.items()
+        if any(path.endswith(f"/{file}") and name == function for file, function in functions)
+    )
+
+
+def stages(record: Record, single: pl.DataFrame) -> None:
+    """Figure 5: each stage's share of one profiled call on the single-session rows."""
+    profile = cProfile.Profile()
+    profile.runcall(detect, single)
+    stats = pstats.Stats(profile)
+    total = _cumulative(stats, [("speed.py", "detect")])
+    fit = _cumulative(stats, [("_model.py", "fit_grid")])
+    shares = {name: _cumulative(stats, functions) for name, functions in STAGES.items()}
+    inside_fit = sum(shares[k] for k in list(shares)[2:5])
+    shares["the data's fit and tests (the rest of the fits)"] = fit - inside_fit
+    shares["other"] = total - sum(shares.values())
+    section = "5. where one call's time goes (share of a profiled call)"
+    print(f"\n{section}, {total:.1f} s under the profiler:")
+    for name, seconds in shares.items():
+        record.value(section, name, seconds / total, unit="share")
+        print(f"   {seconds / total:6.1%}  {name}")
 
 
 if __name__ == "__main__":
