@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from regimes.detect._regimes import classes_on, width_class
-from regimes.detect._trials import median_draws, resampled, residual_pools
+from regimes.detect._trials import _middle_draws, median_draws, resampled, residual_pools
 
 SLOW = float(np.log(2.5))
 
@@ -117,3 +118,20 @@ def test_the_drawn_levels_are_each_cells_median_of_its_drawn_trials(trials: list
     expected -= expected.mean(axis=0)
     assert medians == pytest.approx(expected, abs=1e-12)
     assert var == pytest.approx(expected.var(axis=0), abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_a_cells_drawn_median_has_the_law_of_its_resampled_trials_median(n: int):
+    # the middle order statistics of n indices drawn with replacement from 0..N-1: the
+    # a-th is at most j with the chance that Binomial(n, (j + 1) / N) reaches a
+    pool = np.arange(23, dtype=float)
+    lo, hi = _middle_draws(pool, np.array([n]), 20_000, np.random.default_rng(n))
+    j = np.arange(pool.size)
+    for drawn, rank in ((lo[:, 0], (n - 1) // 2 + 1), (hi[:, 0], n // 2 + 1)):
+        law = stats.binom.sf(rank - 1, n, (j + 1) / pool.size)
+        seen = (drawn[:, None] <= j[None, :]).mean(axis=0)
+        assert np.abs(seen - law).max() < 0.015
+    # and the two together, as a sort of every drawn trial gives them
+    trials = np.sort(np.random.default_rng(99).integers(0, pool.size, (20_000, n)), axis=1)
+    gap = trials[:, n // 2] - trials[:, (n - 1) // 2]
+    assert np.mean(hi - lo) == pytest.approx(np.mean(gap), abs=0.1)
