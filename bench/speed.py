@@ -284,6 +284,13 @@ STAGES = {
 }
 """Each stage of a call, as the functions whose cumulative time it is."""
 
+INSIDE_FIT = (
+    "null draws (p-values)",
+    "model draws (bounds, ratio intervals)",
+    "sensitivity (power tables)",
+)
+"""The stages of :data:`STAGES` that run inside the fits (``fit_grid``)."""
+
 
 def _cumulative(stats: pstats.Stats, functions: list[tuple[str, str]]) -> float:
     """Seconds spent in ``functions`` (file name, function name) and what they call."""
@@ -303,7 +310,7 @@ def stages(record: Record, single: pl.DataFrame) -> None:
     total = _cumulative(stats, [("speed.py", "detect")])
     fit = _cumulative(stats, [("_model.py", "fit_grid")])
     shares = {name: _cumulative(stats, functions) for name, functions in STAGES.items()}
-    inside_fit = sum(shares[k] for k in list(shares)[2:5])
+    inside_fit = sum(shares[name] for name in INSIDE_FIT)
     shares["the data's fit and tests (the rest of the fits)"] = fit - inside_fit
     shares["other"] = total - sum(shares.values())
     section = "5. where one call's time goes (share of a profiled call)"

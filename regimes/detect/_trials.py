@@ -195,9 +195,10 @@ def _rank_sum_ps(rows: Iterable[tuple[int, list[int], list[int]]]) -> np.ndarray
     """
     p, z = [], []
     for w, n, k in rows:
-        one = _rank_sum_z(int(w), np.asarray(n), np.asarray(k))
+        sizes, counts = np.asarray(n), np.asarray(k)
+        one = _rank_sum_z(int(w), sizes, counts)
         z.append(np.nan if one is None else one)
-        p.append(_exact_p(int(w), np.asarray(n), np.asarray(k)) if one is None else np.nan)
+        p.append(_exact_p(int(w), sizes, counts) if one is None else np.nan)
     out, z_all = np.array(p, dtype=float), np.array(z, dtype=float)
     normal = ~np.isnan(z_all)
     out[normal] = stats.norm.sf(z_all[normal])
