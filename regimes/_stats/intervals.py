@@ -45,6 +45,7 @@ __all__ = [
     "as_step",
     "candidate_intervals",
     "as_steps",
+    "interval_index",
     "interval_indicators",
     "side_by_side",
     "slow_starts",
@@ -117,7 +118,7 @@ def as_step(end: np.ndarray | int, t: int) -> np.ndarray | bool:
 
 
 @lru_cache(maxsize=8)
-def _index_of(t: int) -> np.ndarray:
+def interval_index(t: int) -> np.ndarray:
     """Return the candidate index of each ``[start, end]`` ``(t, t)``, -1 if not one."""
     starts, ends = candidate_intervals(t)
     index = np.full((t, t), -1)
@@ -152,7 +153,7 @@ def side_by_side(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
             out[pairs] = side_by_side(chosen[pairs], delta[pairs], t)
         return out
     starts, ends = candidate_intervals(t)
-    index = _index_of(t)
+    index = interval_index(t)
     s, e = starts[np.maximum(chosen, 0)], ends[np.maximum(chosen, 0)]
     d = np.nan_to_num(delta)
     for i, j in zip(*np.nonzero(~np.eye(chosen.shape[1], dtype=bool)), strict=True):
@@ -179,7 +180,7 @@ def slow_starts(chosen: np.ndarray, delta: np.ndarray, t: int) -> np.ndarray:
     starts, ends = candidate_intervals(t)
     idx = np.maximum(chosen, 0)
     k = SLOW_START_CELLS
-    start = _index_of(t)[0, k - 1]
+    start = interval_index(t)[0, k - 1]
     down = (starts[idx] == k) & (ends[idx] == t - 1) & (np.nan_to_num(delta) < 0)
     flip = (chosen >= 0) & down & (t - k > k) & (start >= 0)
     return np.where(flip, start, chosen)
@@ -193,6 +194,6 @@ def as_steps(chosen: np.ndarray, t: int) -> np.ndarray:
     """
     starts, ends = candidate_intervals(t)
     idx = np.maximum(chosen, 0)
-    complement = _index_of(t)[np.minimum(ends[idx] + 1, t - 1), t - 1]
+    complement = interval_index(t)[np.minimum(ends[idx] + 1, t - 1), t - 1]
     flip = (chosen >= 0) & (starts[idx] == 0) & as_step(ends[idx], t) & (complement >= 0)
     return np.where(flip, complement, chosen)

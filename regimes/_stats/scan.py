@@ -74,6 +74,7 @@ __all__ = [
     "RowFit",
     "difference_scale",
     "fit_rows",
+    "refit_with",
     "refit_without",
     "selection_threshold",
 ]
@@ -497,6 +498,15 @@ def _final_by_smoother(
         fields.append(field)
     delta, se_unit, sigma, df, trend, cov = fields
     return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend, delta, cov)
+
+
+def refit_with(levels: np.ndarray, sm: Smoother, which: np.ndarray, chosen: np.ndarray) -> RowFit:
+    """Return each row of ``levels`` fitted with the intervals ``chosen`` on its smoother ``which``.
+
+    Nothing is selected: a reading of the rows that the caller writes (the regimes of
+    another fit, with one more or one less).
+    """
+    return _final_by_smoother(levels, _stack_of(sm), which, chosen, None)
 
 
 def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarray) -> RowFit:

@@ -37,7 +37,15 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["EDF_GRID", "HINGE_FACTORS", "Knot", "Smoother", "choose_knots", "smoother_for"]
+__all__ = [
+    "EDF_GRID",
+    "HINGE_FACTORS",
+    "Knot",
+    "Smoother",
+    "choose_knots",
+    "hinge_slopes",
+    "smoother_for",
+]
 
 GCV_GAMMA = 1.4
 """Cost of a degree of freedom in cross-validation: 1.4 rather than 1 keeps the trend
@@ -256,6 +264,21 @@ _SCORE_CELLS = 4_000_000
 """Knots x rows x cells (and knots x cells x cells) scored at once by
 :func:`choose_knots`: a 300-cell grid offers 592 knots and shapes, whose stiff smoothers
 alone took 0.4 GB, and 3.9 GB cached with their whole ladders."""
+
+
+def hinge_slopes(
+    u: np.ndarray, trend: np.ndarray, sm: Smoother, which: int
+) -> tuple[int, float, float] | None:
+    """Return the knot of a hinged trend and the trend's mean slopes in ``u`` on either side.
+
+    None where smoother ``which`` of ``sm`` holds no hinge.
+    """
+    if not sm.hinged[which]:
+        return None
+    k = int(sm.knots[which])
+    before = (trend[k] - trend[0]) / (u[k] - u[0])
+    after = (trend[-1] - trend[k]) / (u[-1] - u[k])
+    return k, float(before), float(after)
 
 
 def _robust_score(levels: np.ndarray, residual: np.ndarray) -> np.ndarray:

@@ -35,7 +35,8 @@ from scipy import special
 from regimes._stats.intervals import candidate_intervals
 from regimes._stats.levels import median_variance_factor
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
-from regimes._stats.smoother import Knot, Smoother, choose_knots, smoother_for
+from regimes._stats.smoother import Knot, Smoother, choose_knots, hinge_slopes, smoother_for
+from regimes.detect._beside import Span, beside_spans
 from regimes.detect._nulls import class_maxima, class_p, settled, stages, t_sf, threshold
 from regimes.detect._regimes import (
     KMAX,
@@ -98,7 +99,9 @@ class Regime(NamedTuple):
     ``delta``, ``se``: its level over the trend and that level's standard error (the
     mean over its cells, those of regimes nested in it that could not be reported
     counted in, :func:`~regimes.detect._regimes.as_tested`); ``coef``: its coefficient
-    in the model, what its cells add to the fitted values (:class:`RowFit`).
+    in the model, what its cells add to the fitted values (:class:`RowFit`);
+    ``beside``: the span of ``delta``'s intervals under the readings of the level
+    beside it (:mod:`regimes.detect._beside`), None where it has none.
     """
 
     start: int
@@ -113,6 +116,7 @@ class Regime(NamedTuple):
     bounds: tuple[int, int, int, int]
     boot_delta: tuple[float, float] | None
     coef: float
+    beside: Span = None
 
 
 class CurveModel(NamedTuple):
@@ -417,7 +421,7 @@ def _fit_curves(
         for i, c in enumerate(curves)
     ]
     models = [m for m, _ in tested_with_noise]
-    _add_spread(models, curves, raw, sampling, sm, o)
+    _add_spread(models, curves, (raw, fit), sampling, sm, o)
     models = [
         m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
         for i, (m, c) in enumerate(zip(models, curves, strict=True))
@@ -425,18 +429,6 @@ def _fit_curves(
     ladder = int(np.sum(~sm.hinged))
     unhinged = np.where(sm.hinged[raw.which], (raw.which - ladder) % ladder, raw.which)
     return models, unhinged, noise, [own for _, own in tested_with_noise]
-
-
-def _hinge(
-    u: np.ndarray, trend: np.ndarray, sm: Smoother, which: int
-) -> tuple[int, float, float] | None:
-    """Return the knot of a hinged trend and the trend's mean slopes in ``u`` on either side."""
-    if not sm.hinged[which]:
-        return None
-    k = int(sm.knots[which])
-    before = (trend[k] - trend[0]) / (u[k] - u[0])
-    after = (trend[-1] - trend[k]) / (u[-1] - u[k])
-    return k, float(before), float(after)
 
 
 def _null_maxima(
@@ -504,12 +496,17 @@ def _p_values(fit: RowFit, row: int, nulls: np.ndarray, t: int, o: _Options) -> 
 def _add_spread(
     models: list[CurveModel],
     curves: list[CurveInput],
-    raw: RowFit,
+    fits: tuple[RowFit, RowFit],
     sampling: np.ndarray,
     sm: Smoother,
     o: _Options,
 ) -> None:
-    """Draw the model of each curve with a significant regime or change: the bounds."""
+    """Draw the model of each curve with a significant regime or change: the bounds.
+
+    ``fits``: the curves' fit as selected and as tested. Each regime of such a curve is
+    read beside its neighbours too (:func:`~regimes.detect._beside.beside_spans`).
+    """
+    raw, fit = fits
     rows = [
         i
         for i, m in enumerate(models)
@@ -527,10 +524,13 @@ def _add_spread(
     sampled = np.repeat(sampling[rows], o.n_boot)
     model = as_tested(drawn, levels, sm, sampled, o.direction, o.tau0, o.alpha)
     b = o.n_boot
+    test = (o.direction, o.tau0, o.alpha, o.level)
+    beside = beside_spans(np.stack([c.level for c in curves]), fit, rows, sampling, sm, test)
     for k, i in enumerate(rows):
         own = _slice(model, k * b, (k + 1) * b)
+        spread_out = _with_spread(models[i].regimes, own, sm.size, o.level, models[i].df)
         models[i] = models[i]._replace(
-            regimes=_with_spread(models[i].regimes, own, sm.size, o.level, models[i].df)
+            regimes=[r._replace(beside=s) for r, s in zip(spread_out, beside[k], strict=True)]
         )
 
 
@@ -595,6 +595,6 @@ def _curve_model(
         regimes=tested,
         resampled=nulls is not None,
         detectable=(),
-        hinge=_hinge(c.u, fit.trend[i], sm, which),
+        hinge=hinge_slopes(c.u, fit.trend[i], sm, which),
     )
     return model, own

@@ -216,8 +216,11 @@ def detect_regimes(
         fixed (the dual of its TREAT test: its lower bound clears ``min_ratio`` when the
         test does). Where fewer draws than the level needs find the regime, the
         ``t`` interval stands in; ``anomalies.ratio_interval`` says which each holds.
-        Either, for a regime from the first budget, spans a flat continuation of the
-        trend too (its ``caveat`` says so; docs/method.md, section 5).
+        Either spans the regime's ``t`` intervals under the readings of the level beside
+        it that the data tell from the model's by little (a step right after it; an
+        adjacent regime outside ``direction`` as its baseline) and, for a regime from
+        the first budget, a flat continuation of the trend (its ``caveat`` says so);
+        docs/method.md, section 5.
 
     Returns
     -------

@@ -15,7 +15,7 @@ from regimes.detect._model import MAX_CELLS, MIN_CELLS, SENSITIVITY_WIDTHS, Curv
 from regimes.detect._result import RegimeResult
 from regimes.detect._trials import Adjusted
 
-__all__ = ["CAVEAT_START", "INCONCLUSIVE_RATIO", "Decision", "assemble"]
+__all__ = ["CAVEAT_BESIDE", "CAVEAT_START", "INCONCLUSIVE_RATIO", "Decision", "assemble"]
 
 CAVEAT_START = (
     "starts at the grid's first budget, where the trend is extrapolated from the budgets "
@@ -24,6 +24,13 @@ CAVEAT_START = (
     "Known limits)"
 )
 """The ``caveat`` of an anomaly at the first budget (``bench/trust.py``, ``tests``)."""
+
+CAVEAT_BESIDE = (
+    "sits beside a step in latency that the model may read as part of its trend; its "
+    "interval spans the ratio measured against the level on the step's other side too "
+    "(docs/method.md, section 5)"
+)
+"""The ``caveat`` of an anomaly whose interval the readings beside it widened."""
 
 INCONCLUSIVE_RATIO = 3.0
 """A curve that could not have found a 2-cell spike below this ratio is inconclusive."""
@@ -180,15 +187,19 @@ def _flat_start(r: Regime, trend: np.ndarray) -> float:
     return float(np.mean(trend[r.end + 1] - trend[: r.end + 1]))
 
 
-def _ratio_interval(r: Regime, m: CurveModel, params: dict[str, Any]) -> tuple[float, float, str]:
-    """Return the ratio's interval at ``level`` and which interval it is.
+def _ratio_interval(
+    r: Regime, m: CurveModel, params: dict[str, Any]
+) -> tuple[float, float, str, bool]:
+    """Return the ratio's interval at ``level``, which it is, and whether readings widened it.
 
     ``bootstrap``: the basic interval over the model's draws, selection re-done in each
     (:func:`regimes.detect._regimes.spread`); ``t``: the selected regime's interval held
     fixed, on its moderated noise, the one its TREAT test is the dual of. The ``t``
-    interval stands in where too few draws found the regime. Either, for a regime at the
-    grid's start, spans the same interval under a flat continuation of the trend too
-    (:func:`_flat_start`; docs/method.md, section 5): the data cannot tell the two apart.
+    interval stands in where too few draws found the regime. Either spans the regime's
+    intervals under the readings of the level beside it (:mod:`regimes.detect._beside`)
+    and, for a regime at the grid's start, the same interval under a flat continuation
+    of the trend (:func:`_flat_start`; docs/method.md, section 5): the data tell these
+    readings from the model's by little.
     """
     if params["ratio_interval"] == "bootstrap" and r.boot_delta is not None:
         (low, high), interval = r.boot_delta, "bootstrap"
@@ -197,7 +208,10 @@ def _ratio_interval(r: Regime, m: CurveModel, params: dict[str, Any]) -> tuple[f
         (low, high), interval = (r.delta - half, r.delta + half), "t"
     flat = _flat_start(r, m.trend)
     low, high = min(low, low - flat), max(high, high - flat)
-    return float(np.exp(low)), float(np.exp(high)), interval
+    beside = r.beside is not None and (r.beside[0] < low or r.beside[1] > high)
+    if r.beside is not None:
+        low, high = min(low, r.beside[0]), max(high, r.beside[1])
+    return float(np.exp(low)), float(np.exp(high)), interval, beside
 
 
 def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
@@ -207,7 +221,7 @@ def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Da
         for k in _significant(m, d):
             r = m.regimes[k]
             kind, recovered = _kind(r, m.trend.size)
-            low, high, interval = _ratio_interval(r, m, ctx.params)
+            low, high, interval, beside = _ratio_interval(r, m, ctx.params)
             peak = r.start + int(
                 np.argmax(np.abs(_departure(m, m.trend.size)[r.start : r.end + 1]))
             )
@@ -224,7 +238,7 @@ def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Da
                     recovered,
                     kind,
                     r.end - r.start + 1,
-                    CAVEAT_START if r.start == 0 else None,
+                    CAVEAT_START if r.start == 0 else CAVEAT_BESIDE if beside else None,
                     *xv[3:],
                     interval,
                 ]
