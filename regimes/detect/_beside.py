@@ -49,7 +49,7 @@ def _joined(spans: list[tuple[float, float]]) -> Span:
 
 
 def _contrasts(fit: RowFit, row: int, t: int, test: Test) -> list[list[tuple[float, float]]]:
-    """Per chosen slot of ``row``, its intervals against adjacent regimes outside ``direction``.
+    """Return per slot of ``row`` its intervals against adjacent regimes outside ``direction``.
 
     Only regimes that neither hold nor sit in another: their coefficients are then
     their levels over the trend, and the fit's covariance is theirs.
@@ -76,7 +76,7 @@ def _contrasts(fit: RowFit, row: int, t: int, test: Test) -> list[list[tuple[flo
 
 
 def _with_step(fit: RowFit, rows: list[int], t: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each (row, slot) whose regime can take a step after it, and the intervals with the step.
+    """Return each (row, slot) whose regime can take a step after it, and the step added.
 
     Returns the pairs ``(P, 2)`` and their chosen intervals ``(P, KMAX)``, the step in
     the row's first free slot.
@@ -106,7 +106,7 @@ def _with_step(fit: RowFit, rows: list[int], t: int) -> tuple[np.ndarray, np.nda
 def _steps_after(
     levels: np.ndarray, fit: RowFit, rows: list[int], sampling: np.ndarray, sm: Smoother, test: Test
 ) -> dict[tuple[int, int], tuple[float, float]]:
-    """Per (row, slot), the regime's interval with a step after it, where the step passes."""
+    """Return per (row, slot) the regime's interval with a step after it, where the step passes."""
     direction, tau0, alpha, level = test
     t = sm.size
     pairs, chosen = _with_step(fit, rows, t)
@@ -136,7 +136,7 @@ def _steps_after(
 def beside_spans(
     levels: np.ndarray, fit: RowFit, rows: list[int], sampling: np.ndarray, sm: Smoother, test: Test
 ) -> list[list[Span]]:
-    """Each regime's span over the readings of the level beside it.
+    """Return each regime's span over the readings of the level beside it.
 
     Parameters
     ----------
