@@ -35,6 +35,9 @@ Span = tuple[float, float] | None
 Test = tuple[str, float, float, float]
 """``direction``, ``tau0`` (log ``min_ratio``), ``alpha`` and ``level`` of the call."""
 
+Ends = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""A fit's regimes as :func:`~regimes.detect._regimes.canonical` writes them."""
+
 
 def _half(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
     """Return the half-width of a ``t`` interval at ``level``."""
@@ -48,14 +51,14 @@ def _joined(spans: list[tuple[float, float]]) -> Span:
     return min(s[0] for s in spans), max(s[1] for s in spans)
 
 
-def _contrasts(fit: RowFit, row: int, t: int, test: Test) -> list[list[tuple[float, float]]]:
+def _contrasts(fit: RowFit, ends: Ends, row: int, test: Test) -> list[list[tuple[float, float]]]:
     """Return per slot of ``row`` its intervals against adjacent regimes outside ``direction``.
 
     Only regimes that neither hold nor sit in another: their coefficients are then
     their levels over the trend, and the fit's covariance is theirs.
     """
     direction, _, _, level = test
-    start, end, delta = canonical(fit, t)
+    start, end, delta = ends
     out: list[list[tuple[float, float]]] = [[] for _ in range(fit.chosen.shape[1])]
     used = np.flatnonzero(fit.chosen[row] >= 0)
     a, b = start[row, used], end[row, used]
@@ -75,25 +78,26 @@ def _contrasts(fit: RowFit, row: int, t: int, test: Test) -> list[list[tuple[flo
     return out
 
 
-def _with_step(fit: RowFit, rows: list[int], t: int) -> tuple[np.ndarray, np.ndarray]:
+def _with_step(fit: RowFit, ends: Ends, rows: list[int], t: int) -> tuple[np.ndarray, np.ndarray]:
     """Return each (row, slot) whose regime can take a step after it, and the step added.
 
     Returns the pairs ``(P, 2)`` and their chosen intervals ``(P, KMAX)``, the step in
     the row's first free slot.
     """
     index = interval_index(t)
-    start, end, _ = canonical(fit, t)
+    start, end, _ = ends
     pairs, chosen = [], []
     for row in rows:
         free = np.flatnonzero(fit.chosen[row] < 0)
-        for i in np.flatnonzero(fit.chosen[row] >= 0):
+        used = np.flatnonzero(fit.chosen[row] >= 0)
+        covered = np.zeros(t, dtype=bool)
+        for j in used:
+            covered[start[row, j] : end[row, j] + 1] = True
+        for i in used:
             s, e = int(start[row, i]), int(end[row, i])
             step = int(index[e + 1, t - 1]) if 0 < s and e + 2 < t else -1
             if step < 0 or not free.size or step in fit.chosen[row]:
                 continue
-            covered = np.zeros(t, dtype=bool)
-            for j in np.flatnonzero(fit.chosen[row] >= 0):
-                covered[start[row, j] : end[row, j] + 1] = True
             if covered[: e + 1].all():
                 # with the step every cell is in a regime: the trend's constant is one of them
                 continue
@@ -104,12 +108,18 @@ def _with_step(fit: RowFit, rows: list[int], t: int) -> tuple[np.ndarray, np.nda
 
 
 def _steps_after(
-    levels: np.ndarray, fit: RowFit, rows: list[int], sampling: np.ndarray, sm: Smoother, test: Test
+    levels: np.ndarray,
+    fit: RowFit,
+    ends: Ends,
+    rows: list[int],
+    sampling: np.ndarray,
+    sm: Smoother,
+    test: Test,
 ) -> dict[tuple[int, int], tuple[float, float]]:
     """Return per (row, slot) the regime's interval with a step after it, where the step passes."""
     direction, tau0, alpha, level = test
     t = sm.size
-    pairs, chosen = _with_step(fit, rows, t)
+    pairs, chosen = _with_step(fit, ends, rows, t)
     if not pairs.size:
         return {}
     on = pairs[:, 0]
@@ -117,7 +127,7 @@ def _steps_after(
     tested = as_tested(refit, levels[on], sm, sampling[on], direction, tau0, alpha)
     start, end, delta = canonical(tested, t)
     used = tested.chosen >= 0
-    own_start, own_end, own_delta = canonical(fit, t)
+    own_start, own_end, own_delta = ends
     out = {}
     for p, (row, i) in enumerate(pairs.tolist()):
         s, e = own_start[row, i], own_end[row, i]
@@ -159,11 +169,11 @@ def beside_spans(
         Per row of ``rows``, per regime (the row's used slots in order), the span of
         its delta over the readings beside it, None where it has none.
     """
-    t = sm.size
-    steps = _steps_after(levels, fit, rows, sampling, sm, test)
+    ends = canonical(fit, sm.size)
+    steps = _steps_after(levels, fit, ends, rows, sampling, sm, test)
     out = []
     for row in rows:
-        contrasts = _contrasts(fit, row, t, test)
+        contrasts = _contrasts(fit, ends, row, test)
         out.append(
             [
                 _joined(contrasts[i] + ([steps[(row, i)]] if (row, i) in steps else []))
