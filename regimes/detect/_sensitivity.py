@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy import special
 
 from regimes._stats.scan import fit_rows
 from regimes._stats.smoother import Smoother
@@ -336,19 +337,27 @@ def detectable_ratios(
 
 
 def _crossing(heights: np.ndarray, power: np.ndarray, sigma: float) -> float:
-    """Return the ratio at the first height reported in :data:`POWER` of draws, interpolated."""
+    r"""Return the ratio at the first height reported in :data:`POWER` of draws, interpolated.
+
+    Between that height and the one before it, on the probit scale: a spike of height
+    :math:`s` is reported when its estimate, :math:`s` plus normal noise, clears a
+    threshold, so :math:`\Phi^{-1}(\text{power})` is about linear in :math:`s`, and
+    power itself is not (concave above one half, where :data:`POWER` lies: read
+    linearly, the crossing lands late, and the ratio promised is found more often
+    than promised). Shares of 0 or 1 are read as half a draw from them.
+    """
     # the first height past POWER, and the one before it: power is noisy, not monotone
     above = np.flatnonzero(power >= POWER)
     if above.size == 0:
         return float("inf")
     j = int(above[0])
-    log_h = np.log(heights)
     if j == 0:
         s = float(heights[0])
     else:
-        p0, p1 = power[j - 1], power[j]
-        w = (POWER - p0) / max(p1 - p0, 1e-12)
-        s = float(np.exp(log_h[j - 1] + w * (log_h[j] - log_h[j - 1])))
+        half = 0.5 / DRAWS
+        z0, z1, target = special.ndtri(np.clip([power[j - 1], power[j], POWER], half, 1 - half))
+        w = (target - z0) / max(z1 - z0, 1e-12)
+        s = float(heights[j - 1] + w * (heights[j] - heights[j - 1]))
     ratio = float(np.exp(min(sigma * s, 700.0)))
     return ratio if ratio <= LARGEST_RATIO * (1 + 1e-9) else float("inf")
 
