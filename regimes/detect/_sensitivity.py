@@ -25,7 +25,7 @@ grid, with the model's own fit (docs/method.md, section 6):
   :math:`m^2 = (\nu_0\rho + \nu\hat\sigma^2)/(\nu_0 + \nu)` from the draw's own
   residual scale :math:`\hat\sigma` on :math:`\nu` degrees of freedom;
 * its detectable ratio is :math:`\exp(\sigma s^*)`, :math:`s^*` the smallest height
-  reported in :data:`POWER` of the draws (interpolated on the ladder).
+  reported in :data:`POWER` of the draws (interpolated on the ladder, on the probit scale).
 
 The noise is scaled out (the fit is scale-free apart from the moderation and the
 trend's misfit, which are applied per curve), so one table serves every curve of a grid
