@@ -208,10 +208,11 @@ def _ratio_interval(
         (low, high), interval = (r.delta - half, r.delta + half), "t"
     flat = _flat_start(r, m.trend)
     low, high = min(low, low - flat), max(high, high - flat)
-    beside = r.beside is not None and (r.beside[0] < low or r.beside[1] > high)
+    widened = False
     if r.beside is not None:
+        widened = r.beside[0] < low or r.beside[1] > high
         low, high = min(low, r.beside[0]), max(high, r.beside[1])
-    return float(np.exp(low)), float(np.exp(high)), interval, beside
+    return float(np.exp(low)), float(np.exp(high)), interval, widened
 
 
 def _anomaly_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.DataFrame:
