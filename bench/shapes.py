@@ -25,7 +25,8 @@ The design space, drawn per curve:
   probability 0.1-0.4, at 1.3-1.6x);
 * drift: latency creeping up 5-20 % over the sweep, linearly or saturating;
 * a slow first trial in every process (2-5x), not marked as a warm-up;
-* curvature: a hinge (slope 2-4x steeper from a budget on) or a strong ``c x^2`` term.
+* curvature: a hinge (slope 2-4x steeper from a budget on, up to the last grid step)
+  or a strong ``c x^2`` term.
 
 Planted anomalies: spikes (1-4 budgets, 1.5-5x, interior), steps to the end of the grid
 (1.3-3x) and dips (0.33-0.67x, analysed with ``direction="both"``).
@@ -212,10 +213,10 @@ def _with_noise(rng: np.random.Generator, shape: Shape, noise: str) -> Shape:
 
 
 def _with_curvature(rng: np.random.Generator, shape: Shape) -> Shape:
-    """Give a design a hinge (slope 2-4x steeper) or a strong quadratic term."""
+    """Give a design a hinge (slope 2-4x steeper, from a third of the grid on) or a quadratic."""
     t = len(shape.budgets)
     if rng.random() < 0.5:
-        at = _integer(rng, t // 3, max(t // 3, 2 * t // 3))
+        at = _integer(rng, t // 3, t - 2)
         return replace(shape, hinge_at=at, hinge_factor=_uniform(rng, 2.0, 4.0))
     return replace(shape, c=_uniform(rng, 0.5, 3.0) * shape.b / shape.budgets[-1])
 

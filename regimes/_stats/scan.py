@@ -67,7 +67,7 @@ from regimes._stats.intervals import (
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
 from regimes._stats.selection import Near, Scratch, explained_floor, scratch, select, select_near
-from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother
+from regimes._stats.smoother import GCV_GAMMA, KNOT_MARGIN, KNOT_PRICE, Smoother
 
 __all__ = [
     "GCV_GAMMA",
@@ -127,7 +127,8 @@ class _Stack(NamedTuple):
     """The smoothers' arrays of :class:`_Grid`, stacked ``(S, ...)``: each row gathers its own.
 
     ``a``: the smoothers' ``A``; ``trace``: their traces; ``hinged``: whether each holds
-    a hinge; ``a_squared``: the sum of the squares of each smoother's ``A``.
+    a hinge; ``a_squared``: the sum of the squares of each smoother's ``A``;
+    ``last_step``: whether its hinge is in the grid's last step (one cell after the knot).
     """
 
     grids: list[_Grid]
@@ -139,6 +140,7 @@ class _Stack(NamedTuple):
     trace: np.ndarray
     hinged: np.ndarray
     a_squared: np.ndarray
+    last_step: np.ndarray
 
 
 def _grid(
@@ -179,7 +181,8 @@ def _stacked(
     ]
     squared = np.array([np.sum(g.a**2) for g in grids])
     trace = np.array([np.trace(g.a) for g in grids])
-    return _Stack(grids, zaz, floor, a_cols, p, residual, trace, knots >= 0, squared)
+    last = knots >= t - KNOT_MARGIN
+    return _Stack(grids, zaz, floor, a_cols, p, residual, trace, knots >= 0, squared, last)
 
 
 _RECENT = 2
@@ -440,9 +443,15 @@ def _fit_one(
         # final fit, and the rows without a regime have an empty one
         smoother = np.repeat(np.arange(len(grids)), again.size)
         bases = _basis(st, smoother, picks.reshape(-1, kmax)).reshape((*picks.shape, -1))
-        scores = _joint(sub, st, picks, bases, h * h)
+        # a smoother hinged in the last grid step is scored without regimes too: its own
+        # selection, on the little its hinge leaves, can add noise the joint score does
+        # not pay for (docs/method.md, section 2, "A hinge in the last grid step")
+        empty, none = np.full_like(picks, -1), np.zeros_like(bases)
+        bare = np.where(st.last_step[:, None], _joint(sub, st, empty, none, h * h), np.inf)
+        scores = np.concatenate([_joint(sub, st, picks, bases, h * h), bare])
+        picks, bases = np.concatenate([picks, empty]), np.concatenate([bases, none])
         best = np.argmin(scores, axis=0)
-        which[again] = best
+        which[again] = best % len(grids)
         chosen[again] = picks[best, np.arange(again.size)]
         basis[again] = bases[best, np.arange(again.size)]
     # the same model written by the conventions: steps first, then the peaks at the

@@ -102,7 +102,7 @@ class Smoother:
     knots : numpy.ndarray
         The knot of each smoother, ``(L,)``, -1 where unhinged: the ladder hinged at
         ``knot`` and at each neighbour that leaves :data:`KNOT_MARGIN` cells on either
-        side.
+        side (the knot itself may leave :data:`KNOT_AFTER` after it).
     """
 
     u: np.ndarray
@@ -215,7 +215,8 @@ def _cached(u_key: tuple[float, ...], knot: Knot | None) -> Smoother:
         # a knot's place is a parameter of the joint choice too: the robust choice of
         # it may leave the first cell of the steeper slope out, one cell late
         cell, factor = knot
-        near = [k for k in (cell - 1, cell, cell + 1) if KNOT_MARGIN <= k < u.size - KNOT_MARGIN]
+        near = [k for k in (cell - 1, cell + 1) if KNOT_MARGIN <= k < u.size - KNOT_MARGIN]
+        near = sorted([cell, *near])
         extra = [_hinged(u_key, k, factor) for k in near]
         residual = np.concatenate([residual, *extra])
         traces = [u.size - np.trace(e, axis1=1, axis2=2) for e in extra]
@@ -250,7 +251,22 @@ def smoother_for(u: np.ndarray, knot: Knot | None = None) -> Smoother:
 
 
 KNOT_MARGIN = 2
-"""Fewest cells before a hinge's knot, and fewest after it."""
+"""Fewest cells before a hinge's knot."""
+
+KNOT_AFTER = 1
+"""Fewest cells after a hinge's knot where :func:`choose_knots` chooses it (a neighbour the
+joint choice offers beside it leaves :data:`KNOT_MARGIN`): on a geometric grid the last
+step can hold a hinge, which a trend without one leaves as a one-budget regime."""
+
+HINGE_MAX = 5.0
+"""Steepest growth of the slope a hinge in the last grid step may take, as the ratio of
+the slopes after and before its knot (read from the last budget's rise over the stiff
+trend, with no fixed cost, which only steepens it): beyond it the rise is a regime. Such
+a hinge fits that budget alone, whatever its height: uncapped, it took in
+one-budget rises at the end of linear grids (``bench/accuracy.py``, "edge: last budget
+2-4x", recall 0.99 -> 0.32 of 200 curves), which a slope 13 or more times steeper
+would need there; the attention costs that hinge real sweeps steepen it 2-4 times
+(family ``curvature`` of ``bench/shapes.py``)."""
 
 KNOT_PRICE = 3.0
 """Degrees of freedom a hinge costs in the joint choice of trend and regimes (the knot's
@@ -300,24 +316,24 @@ def _robust_score(levels: np.ndarray, residual: np.ndarray) -> np.ndarray:
 def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     r"""Return, per row of ``levels`` ``(K, T)``, where and how its trend may hinge, or None.
 
-    ``u`` is :math:`\log x`. Every knot with :data:`KNOT_MARGIN` cells on either side is
-    tried with the stiffest smoother and the hinge regressor of each shape in
-    :data:`HINGE_FACTORS`, where the slope grows there (the regressor's coefficient is
-    positive); the best, by the score the joint
-    choice of trend and regimes prices a trend with, :math:`T \log \mathrm{GCV} +
-    \mathrm{edf} \log T`, robustly (the squared median absolute residual for the mean
-    square, so that a spike does not choose it), is the row's knot; None where the
-    slope grows at no knot. One shape did not fit every hinge: a slope 3.9 times steeper
-    fitted with the shape of 2.5 left a step beside the hinge (`bench/trust.py`, family
-    ``mixed``, seed 3). This chooses where a hinge would be, not whether: the
-    joint choice offers the smoothers hinged there and at either neighbour (the robust
-    score may place the knot a cell late) beside the others, at :data:`KNOT_PRICE`
-    degrees of freedom. Kept only where it beat every smoother
-    without one here, a hinge lost to a flexible trend that the joint choice then
-    passed over for a stiff one and a step (docs/method.md, section 2).
+    ``u`` is :math:`\log x`. Every knot with :data:`KNOT_MARGIN` cells before it and
+    :data:`KNOT_AFTER` after is tried with the stiffest smoother and the hinge regressor
+    of each shape in :data:`HINGE_FACTORS`, where the slope grows there, by at most
+    :data:`HINGE_MAX` (the regressor's coefficient is positive, and not too large); the
+    best, by the score the joint choice of trend and regimes prices a trend with,
+    :math:`T \log \mathrm{GCV} + \mathrm{edf} \log T`, robustly (the squared median
+    absolute residual for the mean square, so that a spike does not choose it), is the
+    row's knot; None where the slope grows at no knot. One shape did not fit every
+    hinge: a slope 3.9 times steeper fitted with the shape of 2.5 left a step beside the
+    hinge (`bench/trust.py`, family ``mixed``, seed 3). This chooses where a hinge would
+    be, not whether: the joint choice offers the smoothers hinged there and at either
+    neighbour (the robust score may place the knot a cell late) beside the others, at
+    :data:`KNOT_PRICE` degrees of freedom. Kept only where it beat every smoother
+    without one here, a hinge lost to a flexible trend that the joint choice then passed
+    over for a stiff one and a step (docs/method.md, section 2).
     """
     t = levels.shape[1]
-    knots = [(k, m) for k in range(KNOT_MARGIN, t - KNOT_MARGIN) for m in HINGE_FACTORS]
+    knots = [(k, m) for k in range(KNOT_MARGIN, t - KNOT_AFTER) for m in HINGE_FACTORS]
     if not knots:
         return [None] * levels.shape[0]
     key, size = _key(u), levels.size
@@ -346,5 +362,17 @@ def _knot_scores(
     hinged = np.stack([_partial(stiff, f, af) for f, af in zip(fs, afs, strict=True)])
     scores = _robust_score(levels, hinged)
     # a hinge is a slope that grows: one that falls would take in a spike's recovery
-    scores[(levels @ np.stack(afs).T).T <= 0.0] = np.inf
+    fit = (levels @ np.stack(afs).T).T  # f'A l, (W, K)
+    scores[fit <= 0.0] = np.inf
+    # ... and, in the last grid step, grows by at most HINGE_MAX: the slope ratio that,
+    # with no fixed cost, rises to the last budget as the fitted hinge does (a knot with
+    # more cells after it is told from a rise by the shape of its rise)
+    x = np.exp(u - np.max(u))
+    last = np.array([k >= u.size - KNOT_MARGIN for k, _ in knots])
+    faf = np.array([max(float(f @ af), 1e-300) for f, af in zip(fs, afs, strict=True)])
+    rise = fit / faf[:, None] * np.array([f[-1] for f in fs])[:, None]
+    after = 1.0 - x[[k for k, _ in knots]]
+    with np.errstate(over="ignore"):
+        steep = 1.0 + np.expm1(rise) / after[:, None] > HINGE_MAX
+    scores[steep & last[:, None]] = np.inf
     return scores

@@ -50,7 +50,7 @@ def test_the_partial_spline_leaves_nothing_of_its_hinge_or_a_line() -> None:
 
 
 def test_a_knot_at_the_margin_has_the_neighbours_the_margin_allows() -> None:
-    sm = smoother_for(np.log(BUDGETS), (2, 2.5))  # KNOT_MARGIN: two cells on either side
+    sm = smoother_for(np.log(BUDGETS), (2, 2.5))  # KNOT_MARGIN: two cells before it
     assert sorted(set(sm.knots[sm.hinged].tolist())) == [2, 3]
 
 
@@ -64,16 +64,22 @@ def test_the_knot_is_found_where_the_slope_grows() -> None:
         assert sum(k is not None and abs(k[0] - knot) <= 1 for k in found) >= 18
 
 
-def _trials(log_mu: np.ndarray, seed: int, trials: int = 5, cv: float = 0.03) -> pl.DataFrame:
+def _trials(
+    log_mu: np.ndarray,
+    seed: int,
+    trials: int = 5,
+    cv: float = 0.03,
+    budgets: np.ndarray = BUDGETS,
+) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
-    cell = np.repeat(np.arange(BUDGETS.size), trials)
+    cell = np.repeat(np.arange(budgets.size), trials)
     latency = np.exp(log_mu[cell] + rng.normal(0.0, cv, cell.size))
-    budget = BUDGETS.astype(np.int64)[cell]
+    budget = budgets.astype(np.int64)[cell]
     frame = pl.DataFrame({"budget": budget, "latency_s": latency})
     return frame.with_columns(
         pl.lit(f"synthetic-{seed}").alias("model"),
         pl.lit(0).alias("session"),
-        pl.Series("trial", np.tile(np.arange(trials), BUDGETS.size)),
+        pl.Series("trial", np.tile(np.arange(trials), budgets.size)),
     )
 
 
@@ -125,3 +131,33 @@ def test_a_step_is_not_taken_for_a_hinge() -> None:
     for seed in range(5):
         rep = _analyse(_trials(step, seed))
         assert rep.anomalies.select("start", "end").rows() == [(512, 4096)]
+
+
+SHORT = 128 * 2.0 ** np.arange(6)  # 128..4096
+
+
+def test_a_hinge_in_the_last_grid_step_is_a_slope_change_not_a_spike() -> None:
+    # on a powers-of-two grid a slope 3x steeper from 2048 on doubles the last budget
+    # alone: a stiff trend left it as a one-budget regime, in 13 of 15 such curves of
+    # six budgets (the knot needed two budgets after it), and the joint choice, offered
+    # the hinge, kept the regime its own selection had found beside it
+    flagged, hinged = 0, 0
+    for seed in range(20):
+        rep = _analyse(_trials(hinged_log_latency(4, 3.0, SHORT), seed, budgets=SHORT))
+        flagged += rep.anomalies.height > 0
+        hinged += rep.groups.row(0, named=True)["slope_change_at"] == 2048
+    assert flagged <= 1
+    assert hinged >= 17
+
+
+def test_a_rise_at_the_end_of_a_linear_grid_is_not_a_hinge() -> None:
+    # a 2.5x last budget on a linear grid would need a slope 30 times steeper over the
+    # last step: beyond HINGE_MAX, it stays a one-budget regime at the grid's end
+    linear = 16.0 * np.arange(1, 21)
+    u = np.log(linear)
+    log_mu = np.log(0.05 + 0.002 * linear) + np.where(np.arange(20) == 19, np.log(2.5), 0.0)
+    knot = choose_knots(u, log_mu[None])[0]
+    assert knot is None or knot[0] < 18
+    for seed in range(5):
+        rep = _analyse(_trials(log_mu, seed, budgets=linear))
+        assert rep.anomalies.select("start", "end").rows() == [(320, 320)]
