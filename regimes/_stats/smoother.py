@@ -168,8 +168,9 @@ hinges took steps in (``bench/trust.py`` seed 1: recall of family ``drift`` 0.80
 0.76, ``curvature`` 0.83 → 0.79), and 8 took a 2x step on a powers-of-two grid in
 (``tests/regimes/stats/test_hinge.py``)."""
 
-Knot = tuple[int, float]
-"""A hinge: the cell where the slope starts to grow, and the shape's slope ratio."""
+Knot = tuple[int, float, bool]
+"""A hinge: the cell where the slope starts to grow, the shape's slope ratio, and whether
+the ladder is offered hinged in the last grid step too (:func:`choose_knots`)."""
 
 
 def hinge_regressor(u: np.ndarray, knot: int, factor: float) -> np.ndarray:
@@ -214,9 +215,9 @@ def _cached(u_key: tuple[float, ...], knot: Knot | None) -> Smoother:
     if knot is not None:
         # a knot's place is a parameter of the joint choice too: the robust choice of
         # it may leave the first cell of the steeper slope out, one cell late
-        cell, factor = knot
+        cell, factor, late = knot
         near = [k for k in (cell - 1, cell + 1) if KNOT_MARGIN <= k < u.size - KNOT_MARGIN]
-        near = sorted([cell, *near])
+        near = sorted({cell, *near, *([u.size - 2] if late else [])})
         extra = [_hinged(u_key, k, factor) for k in near]
         residual = np.concatenate([residual, *extra])
         traces = [u.size - np.trace(e, axis1=1, axis2=2) for e in extra]
@@ -254,9 +255,10 @@ KNOT_MARGIN = 2
 """Fewest cells before a hinge's knot."""
 
 KNOT_AFTER = 1
-"""Fewest cells after a hinge's knot where :func:`choose_knots` chooses it (a neighbour the
-joint choice offers beside it leaves :data:`KNOT_MARGIN`): on a geometric grid the last
-step can hold a hinge, which a trend without one leaves as a one-budget regime."""
+"""Fewest cells after a hinge's knot: on a geometric grid the last step can hold a hinge,
+which a trend without one leaves as a one-budget regime. Such a knot is offered where
+:func:`choose_knots` chooses it, or beside the chosen one where it is plausible (the
+neighbours the joint choice offers beside a knot leave :data:`KNOT_MARGIN` after them)."""
 
 HINGE_MAX = 5.0
 """Steepest growth of the slope a hinge in the last grid step may take, as the ratio of
@@ -318,19 +320,21 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
 
     ``u`` is :math:`\log x`. Every knot with :data:`KNOT_MARGIN` cells before it and
     :data:`KNOT_AFTER` after is tried with the stiffest smoother and the hinge regressor
-    of each shape in :data:`HINGE_FACTORS`, where the slope grows there, by at most
-    :data:`HINGE_MAX` (the regressor's coefficient is positive, and not too large); the
-    best, by the score the joint choice of trend and regimes prices a trend with,
-    :math:`T \log \mathrm{GCV} + \mathrm{edf} \log T`, robustly (the squared median
-    absolute residual for the mean square, so that a spike does not choose it), is the
-    row's knot; None where the slope grows at no knot. One shape did not fit every
-    hinge: a slope 3.9 times steeper fitted with the shape of 2.5 left a step beside the
-    hinge (`bench/trust.py`, family ``mixed``, seed 3). This chooses where a hinge would
-    be, not whether: the joint choice offers the smoothers hinged there and at either
-    neighbour (the robust score may place the knot a cell late) beside the others, at
-    :data:`KNOT_PRICE` degrees of freedom. Kept only where it beat every smoother
-    without one here, a hinge lost to a flexible trend that the joint choice then passed
-    over for a stiff one and a step (docs/method.md, section 2).
+    of each shape in :data:`HINGE_FACTORS`, where the slope grows there (the regressor's
+    coefficient is positive; in the last step by at most :data:`HINGE_MAX`); the best,
+    by the score the joint choice of trend and regimes prices a trend with, :math:`T
+    \log \mathrm{GCV} + \mathrm{edf} \log T`, robustly (the squared median absolute
+    residual for the mean square, so that a spike does not choose it), is the row's
+    knot, with whether a hinge in the last step is plausible too (the robust score
+    cannot see a rise in one cell: such a hinge is offered beside the knot); None where
+    the slope grows at no knot. One shape did not fit every hinge: a slope 3.9 times
+    steeper fitted with the shape of 2.5 left a step beside the hinge (`bench/trust.py`,
+    family ``mixed``, seed 3). This chooses where a hinge would be, not whether: the
+    joint choice offers the smoothers hinged there and at either neighbour (the robust
+    score may place the knot a cell late) beside the others, at :data:`KNOT_PRICE`
+    degrees of freedom. Kept only where it beat every smoother without one here, a hinge
+    lost to a flexible trend that the joint choice then passed over for a stiff one and
+    a step (docs/method.md, section 2).
     """
     t = levels.shape[1]
     knots = [(k, m) for k in range(KNOT_MARGIN, t - KNOT_AFTER) for m in HINGE_FACTORS]
@@ -347,11 +351,18 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     )
     best = hinge.argmin(axis=0)
     grows = np.isfinite(hinge[best, np.arange(levels.shape[0])])
-    return [knots[b] if g else None for b, g in zip(best.tolist(), grows.tolist(), strict=True)]
+    # the robust score cannot see a rise in the last step alone (one cell of T), and
+    # places such a hinge earlier: where one there is plausible, it is offered too
+    last = np.array([k == t - 2 for k, _ in knots])
+    late = np.isfinite(hinge[last]).any(axis=0).tolist()
+    return [
+        (*knots[b], bool(lt and knots[b][0] != t - 2)) if g else None
+        for b, g, lt in zip(best.tolist(), grows.tolist(), late, strict=True)
+    ]
 
 
 def _knot_scores(
-    levels: np.ndarray, stiff: np.ndarray, u: np.ndarray, knots: list[Knot]
+    levels: np.ndarray, stiff: np.ndarray, u: np.ndarray, knots: list[tuple[int, float]]
 ) -> np.ndarray:
     """Return the robust score of each knot and shape ``(W, K)``, inf where the slope falls.
 

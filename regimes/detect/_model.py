@@ -379,7 +379,7 @@ def fit_grid(
     gauss = _gaussian_maxima(plain, o, seed)
     parts = [
         _fit_curves([c for c, k in zip(curves, knots, strict=True) if k == knot], knot, o, gauss)
-        for knot in sorted(set(knots), key=lambda k: (-1, 0.0) if k is None else k)
+        for knot in sorted(set(knots), key=lambda k: (-1, 0.0, False) if k is None else k)
     ]
     models = [m for part in parts for m in part[0]]
     sign = -1.0 if o.direction == "down" else 1.0
