@@ -443,13 +443,13 @@ def _fit_one(
         # final fit, and the rows without a regime have an empty one
         smoother = np.repeat(np.arange(len(grids)), again.size)
         bases = _basis(st, smoother, picks.reshape(-1, kmax)).reshape((*picks.shape, -1))
-        # a smoother hinged in the last grid step is scored without regimes too: its own
-        # selection, on the little its hinge leaves, can add noise the joint score does
-        # not pay for (docs/method.md, section 2, "A hinge in the last grid step")
-        empty, none = np.full_like(picks, -1), np.zeros_like(bases)
-        bare = np.where(st.last_step[:, None], _joint(sub, st, empty, none, h * h), np.inf)
-        scores = np.concatenate([_joint(sub, st, picks, bases, h * h), bare])
-        picks, bases = np.concatenate([picks, empty]), np.concatenate([bases, none])
+        scores = _joint(sub, st, picks, bases, h * h)
+        if st.last_step.any():
+            # hinged in the last step: scored without regimes too (docs/method.md, 2)
+            empty, none = np.full_like(picks, -1), np.zeros_like(bases)
+            bare = np.where(st.last_step[:, None], _joint(sub, st, empty, none, h * h), np.inf)
+            scores = np.concatenate([scores, bare])
+            picks, bases = np.concatenate([picks, empty]), np.concatenate([bases, none])
         best = np.argmin(scores, axis=0)
         which[again] = best % len(grids)
         chosen[again] = picks[best, np.arange(again.size)]

@@ -364,7 +364,10 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
 def _knot_scores(
     levels: np.ndarray, stiff: np.ndarray, u: np.ndarray, knots: list[tuple[int, float]]
 ) -> np.ndarray:
-    """Return the robust score of each knot and shape ``(W, K)``, inf where the slope falls.
+    """Return the robust score of each knot and shape ``(W, K)``, inf where no hinge fits.
+
+    A hinge fits where the slope grows there, and in the last step by at most
+    :data:`HINGE_MAX`.
 
     ``stiff``: the stiffest unhinged smoother, to which each hinge regressor is added.
     """
