@@ -67,7 +67,7 @@ from regimes._stats.intervals import (
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
 from regimes._stats.selection import Near, Scratch, explained_floor, scratch, select, select_near
-from regimes._stats.smoother import GCV_GAMMA, KNOT_MARGIN, KNOT_PRICE, Smoother
+from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE, Smoother, last_knot
 
 __all__ = [
     "GCV_GAMMA",
@@ -181,7 +181,7 @@ def _stacked(
     ]
     squared = np.array([np.sum(g.a**2) for g in grids])
     trace = np.array([np.trace(g.a) for g in grids])
-    last = knots >= t - KNOT_MARGIN
+    last = knots == last_knot(t)
     return _Stack(grids, zaz, floor, a_cols, p, residual, trace, knots >= 0, squared, last)
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "Smoother",
     "choose_knots",
     "hinge_slopes",
+    "last_knot",
     "smoother_for",
 ]
 
@@ -217,7 +218,7 @@ def _cached(u_key: tuple[float, ...], knot: Knot | None) -> Smoother:
         # it may leave the first cell of the steeper slope out, one cell late
         cell, factor, late = knot
         near = [k for k in (cell - 1, cell + 1) if KNOT_MARGIN <= k < u.size - KNOT_MARGIN]
-        near = sorted({cell, *near, *([u.size - 2] if late else [])})
+        near = sorted({cell, *near, *([last_knot(u.size)] if late else [])})
         extra = [_hinged(u_key, k, factor) for k in near]
         residual = np.concatenate([residual, *extra])
         traces = [u.size - np.trace(e, axis1=1, axis2=2) for e in extra]
@@ -259,6 +260,12 @@ KNOT_AFTER = 1
 which a trend without one leaves as a one-budget regime. Such a knot is offered where
 :func:`choose_knots` chooses it, or beside the chosen one where it is plausible (the
 neighbours the joint choice offers beside a knot leave :data:`KNOT_MARGIN` after them)."""
+
+
+def last_knot(t: int) -> int:
+    """Return the knot of a hinge in the last step of a grid of ``t`` cells."""
+    return t - 1 - KNOT_AFTER
+
 
 HINGE_MAX = 5.0
 """Steepest growth of the slope a hinge in the last grid step may take, as the ratio of
@@ -353,10 +360,10 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     grows = np.isfinite(hinge[best, np.arange(levels.shape[0])])
     # the robust score cannot see a rise in the last step alone (one cell of T), and
     # places such a hinge earlier: where one there is plausible, it is offered too
-    last = np.array([k == t - 2 for k, _ in knots])
+    last = np.array([k == last_knot(t) for k, _ in knots])
     late = np.isfinite(hinge[last]).any(axis=0).tolist()
     return [
-        (*knots[b], bool(lt and knots[b][0] != t - 2)) if g else None
+        (*knots[b], bool(lt and knots[b][0] != last_knot(t))) if g else None
         for b, g, lt in zip(best.tolist(), grows.tolist(), late, strict=True)
     ]
 
@@ -382,7 +389,7 @@ def _knot_scores(
     # with no fixed cost, rises to the last budget as the fitted hinge does (a knot with
     # more cells after it is told from a rise by the shape of its rise)
     x = np.exp(u - np.max(u))
-    last = np.array([k >= u.size - KNOT_MARGIN for k, _ in knots])
+    last = np.array([k == last_knot(u.size) for k, _ in knots])
     faf = np.array([max(float(f @ af), 1e-300) for f, af in zip(fs, afs, strict=True)])
     rise = fit / faf[:, None] * np.array([f[-1] for f in fs])[:, None]
     after = 1.0 - x[[k for k, _ in knots]]
