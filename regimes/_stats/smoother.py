@@ -44,7 +44,9 @@ __all__ = [
     "Smoother",
     "choose_knots",
     "hinge_slopes",
+    "hinged_ladder",
     "last_knot",
+    "near_cells",
     "smoother_for",
 ]
 
@@ -214,19 +216,35 @@ def _cached(u_key: tuple[float, ...], knot: Knot | None) -> Smoother:
     residual, edf, _ = _ladder(u_key)
     knots = np.full(edf.size, -1)
     if knot is not None:
-        # a knot's place is a parameter of the joint choice too: the robust choice of
-        # it may leave the first cell of the steeper slope out, one cell late
-        cell, factor, late = knot
-        near = [k for k in (cell - 1, cell + 1) if KNOT_MARGIN <= k < u.size - KNOT_MARGIN]
-        near = sorted({cell, *near, *([last_knot(u.size)] if late else [])})
-        extra = [_hinged(u_key, k, factor) for k in near]
-        residual = np.concatenate([residual, *extra])
-        traces = [u.size - np.trace(e, axis1=1, axis2=2) for e in extra]
-        edf = np.concatenate([edf, *traces])
-        knots = np.concatenate([knots, np.repeat(near, [e.shape[0] for e in extra])])
+        near = near_cells(knot, u.size)
+        extra = [_hinged_with_edf(u_key, k, knot[1]) for k in near]
+        residual = np.concatenate([residual, *[e for e, _ in extra]])
+        edf = np.concatenate([edf, *[d for _, d in extra]])
+        knots = np.concatenate([knots, np.repeat(near, knots.size)])
     residual = np.ascontiguousarray(residual)
     residual.setflags(write=False)
     return Smoother(u=u, edf=edf, residual=residual, knot=knot, knots=knots)
+
+
+def near_cells(knot: Knot, t: int) -> list[int]:
+    """Return the cells where the ladder is offered hinged for ``knot``, in order."""
+    # a knot's place is a parameter of the joint choice too: the robust choice of it may
+    # leave the first cell of the steeper slope out, one cell late
+    cell, _, late = knot
+    near = [k for k in (cell - 1, cell + 1) if KNOT_MARGIN <= k < t - KNOT_MARGIN]
+    return sorted({cell, *near, *([last_knot(t)] if late else [])})
+
+
+def _hinged_with_edf(
+    u_key: tuple[float, ...], cell: int, factor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    e = _hinged(u_key, cell, factor)
+    return e, e.shape[1] - np.trace(e, axis1=1, axis2=2)
+
+
+def hinged_ladder(u: np.ndarray, cell: int, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Return the grid's ladder hinged at ``cell`` with shape ``factor``: residual makers, edf."""
+    return _hinged_with_edf(_key(u), cell, factor)
 
 
 def _key(u: np.ndarray) -> tuple[float, ...]:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from regimes._stats.intervals import candidate_intervals, interval_indicators
-from regimes._stats.scan import RowFit, _final_rows, _stacked
+from regimes._stats.scan import RowFit, _final_rows
 from regimes._stats.smoother import smoother_for
+from regimes._stats.stack import stacked as _stacked
 from regimes.detect._regimes import as_tested
 
 T = 30

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from regimes._stats.intervals import candidate_intervals, interval_indicators
-from regimes._stats.scan import _grid, selection_threshold
+from regimes._stats.scan import selection_threshold
 from regimes._stats.selection import Grid, scratch, select
 from regimes._stats.smoother import smoother_for
+from regimes._stats.stack import grid_of as _grid
 
 T = 24
 KMAX = 4

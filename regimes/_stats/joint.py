@@ -1,0 +1,147 @@
+r"""Each row's smoother: first by robust cross-validation, then jointly with its regimes.
+
+The first choice scores each smoother a row is offered by
+:math:`T\,\mathrm{RSS}_{rob} / (T - \gamma\,\nu)^2`, the residual sum of squares replaced by
+its robust counterpart (the squared median absolute residual, times ``T``), so that a
+spike the regimes have yet to explain does not pull the choice towards a trend that
+chases it. Where the first selection kept a regime (or the first smoother is hinged),
+every smoother the row is offered gets its own selection, and the pair with the smallest
+:math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T` wins (:func:`joint_choice`).
+
+A row is offered the smoothers of its *menu* (:mod:`regimes._stats.offers`): rows with
+different hinges are fitted together, each choosing among its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from regimes._stats.selection import TINY, Scratch, select
+from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE
+from regimes._stats.stack import Stack, basis
+
+__all__ = ["Menu", "choose", "joint_choice"]
+
+Menu = tuple[np.ndarray, np.ndarray]
+"""Each row's menu ``(K,)`` and the smoothers each menu offers ``(M, S)``."""
+
+
+def _median(x: np.ndarray) -> np.ndarray:
+    """``np.median(x, axis=1)``, to the bit, from one sort.
+
+    On rows of a few dozen cells a sort costs a third of what ``np.median``'s partition
+    around three pivots and its checks do.
+    """
+    t = x.shape[1]
+    s = np.sort(x, axis=1)
+    lo, hi = (t - 1) // 2, t // 2
+    mid = s[:, lo] if lo == hi else (s[:, lo] + s[:, hi]) / 2
+    # a NaN sorts last, and makes the median NaN
+    return np.where(np.isnan(s[:, -1]), np.nan, mid)
+
+
+def _robust_choice(levels: np.ndarray, a: np.ndarray, trace: np.ndarray) -> np.ndarray:
+    """Index among ``a`` ``(S, T, T)`` of each row's smallest robust score."""
+    t = levels.shape[1]
+    # the stacked product is one product per smoother, as a call of its own makes it,
+    # and one sort serves every median
+    e = np.abs(np.matmul(levels, a))  # (S, K, T)
+    rss = t * (1.4826 * _median(e.reshape(-1, t)).reshape(e.shape[:2])) ** 2
+    used = t - trace
+    return np.argmin(t * rss / np.maximum(t - GCV_GAMMA * used, TINY)[:, None] ** 2, axis=0)
+
+
+def choose(levels: np.ndarray, st: Stack, menu: Menu | None) -> np.ndarray:
+    """Return each row's first smoother: the smallest robust score among those offered.
+
+    ``menu``: which smoothers each row is offered (None: every one); ties go to the
+    first offered.
+    """
+    if menu is None:
+        return _robust_choice(levels, st.a, st.trace)
+    which = np.empty(levels.shape[0], dtype=int)
+    of_row, menus = menu
+    for m in np.unique(of_row).tolist():
+        rows = np.flatnonzero(of_row == m)
+        offered = np.flatnonzero(menus[m])
+        which[rows] = offered[_robust_choice(levels[rows], st.a[offered], st.trace[offered])]
+    return which
+
+
+def _by_smoother(w: np.ndarray, pairs: np.ndarray) -> list[np.ndarray]:
+    """Split ``pairs`` by their smoother ``w[pairs]``, smoothers ascending, order kept."""
+    if not pairs.size:
+        return []
+    by = pairs[np.argsort(w[pairs], kind="stable")]
+    return np.split(by, np.flatnonzero(np.diff(w[by])) + 1)
+
+
+def _scores(
+    levels: np.ndarray, st: Stack, pw: np.ndarray, picks: np.ndarray, q: np.ndarray, h2: float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Each pair's joint score with its regimes, and without any, ``(P,)`` each.
+
+    ``levels``: each pair's row; ``pw``: its smoother; ``picks``, ``q``: its regimes and
+    their basis. :math:`\nu` counts the trend's and the regimes' degrees of freedom; a
+    hinged trend pays :data:`~regimes._stats.smoother.KNOT_PRICE` for its hinge.
+    """
+    t = levels.shape[1]
+    e = np.empty(levels.shape)
+    for part in _by_smoother(pw, np.arange(pw.size)):
+        e[part] = levels[part] @ st.a[pw[part[0]]]
+    fitted = np.einsum("pjt,pj->pt", q, np.einsum("pjt,pt->pj", q, levels))
+    free = t - st.trace[pw]
+    edf = free + (KNOT_PRICE - 1.0) * st.hinged[pw]
+
+    def score(residual: np.ndarray, used: np.ndarray, k: np.ndarray) -> np.ndarray:
+        rss = np.sum(residual**2, axis=1)
+        gcv = t * rss / np.maximum(t - GCV_GAMMA * used, TINY) ** 2
+        return t * np.log(np.maximum(gcv, TINY * TINY)) + h2 * k + np.log(t) * edf
+
+    with_regimes = score(e - fitted, free + np.sum(q**2, axis=(1, 2)), np.sum(picks >= 0, axis=1))
+    return with_regimes, score(e, free, np.zeros(pw.size))
+
+
+def joint_choice(
+    levels: np.ndarray,
+    st: Stack,
+    first: tuple[np.ndarray, np.ndarray],
+    menu: Menu | None,
+    h2: float,
+    work: Scratch,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Offer each row every smoother of its menu with that smoother's own regimes.
+
+    ``first``: each row's first smoother and its selection ``(K, kmax)``. A row's own
+    first smoother keeps its selection; the others select afresh, but a hinged one is
+    scored without regimes where the first selected none (a hinged trend's regimes would
+    answer a hinge, not a step); a smoother hinged in the grid's last step is scored
+    without regimes too (docs/method.md, section 2). The pair with the smallest
+    :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T` wins, the first offered
+    on a tie, with regimes before without. Returns each row's smoother, regimes and
+    their basis ``(K, kmax, T)``.
+    """
+    which, chosen = first
+    k_rows, kmax = chosen.shape
+    offered = np.ones((k_rows, len(st.grids)), dtype=bool) if menu is None else menu[1][menu[0]]
+    pr, pw = np.nonzero(offered)  # the pairs, by row, then smoother
+    picks = chosen[pr]
+    kept = np.any(chosen >= 0, axis=1)
+    need = np.flatnonzero((which[pr] != pw) & (kept[pr] | ~st.hinged[pw]))
+    parts = _by_smoother(pw, need)
+    picked = select([(levels[pr[p]], st.grids[int(pw[p[0]])]) for p in parts], h2, kmax, work)
+    for p, part in zip(parts, picked, strict=True):
+        picks[p] = part
+    q = basis(st, pw, picks)
+    scores, bare = _scores(levels[pr], st, pw, picks, q, h2)
+    # one row per curve, its pairs in order and then the same pairs bare
+    start = np.searchsorted(pr, np.arange(k_rows))
+    slot = np.arange(pr.size) - start[pr]
+    width = int(offered.sum(axis=1).max())
+    table = np.full((k_rows, 2 * width), np.inf)
+    table[pr, slot] = scores
+    table[pr, width + slot] = np.where(st.last_step[pw], bare, np.inf)
+    best = np.argmin(table, axis=1)
+    pair, bare_best = start + best % width, best >= width
+    chosen = np.where(bare_best[:, None], -1, picks[pair])
+    return pw[pair], chosen, np.where(bare_best[:, None, None], 0.0, q[pair])
