@@ -33,7 +33,9 @@ import numpy as np
 from scipy import special
 
 from regimes._stats.intervals import candidate_intervals
+from regimes._stats.joint import Menu
 from regimes._stats.levels import median_variance_factor
+from regimes._stats.offers import Offers, offer_batches, offers
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Knot, Smoother, choose_knots, hinge_slopes, smoother_for
 from regimes.detect._beside import Span, beside_spans
@@ -346,8 +348,8 @@ def fit_grid(
     """Fit, test and resample the curves of one grid (every ``u`` equal).
 
     Each curve is offered the grid's smoothers, and those hinged at its own knot where
-    its levels show one (:func:`regimes._stats.smoother.choose_knots`); the curves that
-    share a knot are fitted together.
+    its levels show one (:func:`regimes._stats.smoother.choose_knots`); the curves are
+    fitted together, each choosing among its own (:mod:`regimes._stats.offers`).
 
     Parameters
     ----------
@@ -363,7 +365,9 @@ def fit_grid(
     """
     u = curves[0].u
     levels = np.stack([c.level for c in curves])
-    knots = choose_knots(u, levels) if curves[0].log_budget else [None] * len(curves)
+    knots: list[Knot | None] = [None] * len(curves)
+    if curves[0].log_budget:
+        knots = choose_knots(u, levels)
     plain = smoother_for(u)
     o = _Options(
         direction,
@@ -378,8 +382,8 @@ def fit_grid(
     # a shape of the trend; a spike's power depends on the trend's flexibility)
     gauss = _gaussian_maxima(plain, o, seed)
     parts = [
-        _fit_curves([c for c, k in zip(curves, knots, strict=True) if k == knot], knot, o, gauss)
-        for knot in sorted(set(knots), key=lambda k: (-1, 0.0, False) if k is None else k)
+        _fit_curves([curves[i] for i in rows], offers(u, [knots[i] for i in rows]), o, gauss)
+        for rows in offer_batches(plain.size, knots, plain.edf.size)
     ]
     models = [m for part in parts for m in part[0]]
     sign = -1.0 if o.direction == "down" else 1.0
@@ -397,23 +401,23 @@ def fit_grid(
 
 
 def _fit_curves(
-    curves: list[CurveInput], knot: Knot | None, o: _Options, gauss: _Gauss
+    curves: list[CurveInput], offered: Offers, o: _Options, gauss: _Gauss
 ) -> tuple[list[CurveModel], np.ndarray, np.ndarray, list[CurveNoise]]:
-    """Fit, test and resample the curves hinged at ``knot`` (None: unhinged).
+    """Fit, test and resample the curves, each on the smoothers it is ``offered``.
 
     Returns their models (sensitivity not yet drawn) and what it needs: each curve's
     smoother as the unhinged one of its flexibility, cell noise and noise.
     """
-    sm = smoother_for(curves[0].u, knot)
+    sm = offered.sm
     levels = np.stack([c.level for c in curves])
-    raw = fit_rows(levels, sm, o.h, KMAX)
+    raw = fit_rows(levels, sm, o.h, KMAX, menu=(offered.menu, offered.menus))
     sampling = np.array([_sampling(c) for c in curves])
     fit = as_tested(raw, levels, sm, sampling, o.direction, o.tau0, o.alpha)
     # differences of the detrended levels: a bent trend would inflate those of the levels
     differences = difference_scale(sm.u, levels - raw.trend)
     noise = np.maximum(raw.sigma, differences)
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
-    nulls = _null_maxima(curves, raw, fit, rows, sampling, sm, o)
+    nulls = _null_maxima(curves, (raw, fit), rows, sampling, offered, o)
     tested_with_noise = [
         _curve_model(
             c, fit, i, sm, _Noise(noise[i], sampling[i], differences[i]), nulls.get(i), gauss, o
@@ -433,14 +437,16 @@ def _fit_curves(
 
 def _null_maxima(
     curves: list[CurveInput],
-    raw: RowFit,
-    fit: RowFit,
+    fits: tuple[RowFit, RowFit],
     rows: list[int],
     sampling: np.ndarray,
-    sm: Smoother,
+    offered: Offers,
     o: _Options,
 ) -> dict[int, np.ndarray]:
     """Per resampled curve, its null draws' largest statistics (:func:`_fitted_maxima`).
+
+    ``fits``: the curves' fit as selected and as tested; each draw is offered its
+    curve's smoothers.
 
     In stages: every curve's ``n_boot`` draws are made, and fitted a stage at a time
     (:func:`~regimes.detect._nulls.stages`); a curve whose p-values its draws so far
@@ -449,9 +455,11 @@ def _null_maxima(
     """
     if not rows:
         return {}
-    b = o.n_boot
+    raw, fit = fits
+    b, sm = o.n_boot, offered.sm
     levels = _draw_levels(curves, raw, rows, sm, o, 0)
     sampled = np.repeat(sampling[rows], b)
+    menu = np.repeat(offered.menu[rows], b)
     draw = np.tile(np.arange(b), len(rows))
     maxima = np.empty((draw.size, 4, WIDTH_CLASSES))
     kept = np.zeros(len(rows), dtype=int)  # the draws each settled curve keeps
@@ -461,7 +469,8 @@ def _null_maxima(
         if not still.any():
             break
         fitted = np.repeat(still, b) & (draw >= done) & (draw < size)
-        maxima[fitted] = _fitted_maxima(levels[fitted], sampled[fitted], sm, o)
+        on = (menu[fitted], offered.menus)
+        maxima[fitted] = _fitted_maxima(levels[fitted], sampled[fitted], sm, o, on)
         for k in np.flatnonzero(still):
             # every draw is fitted at the last stage: its p-values settle nothing more
             if size == b or settled(
@@ -473,14 +482,15 @@ def _null_maxima(
 
 
 def _fitted_maxima(
-    levels: np.ndarray, sampling: np.ndarray, sm: Smoother, o: _Options
+    levels: np.ndarray, sampling: np.ndarray, sm: Smoother, o: _Options, menu: Menu
 ) -> np.ndarray:
-    """Fit null draws as the data are; per draw the largest statistics per class.
+    """Fit null draws as the data are, each on its ``menu``; per draw the largest statistics.
 
-    ``(K, 4, C)``: among the selected regimes the largest TREAT ``z`` and ``z0``, and
-    among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same two.
+    ``(K, 4, C)``: per width class, among the selected regimes the largest TREAT ``z`` and
+    ``z0``, and among every interval (:func:`~regimes.detect._scan.scan_maxima`) the same
+    two.
     """
-    fitted = fit_rows(levels, sm, o.h, KMAX)
+    fitted = fit_rows(levels, sm, o.h, KMAX, menu=menu)
     fit = as_tested(fitted, levels, sm, sampling, o.direction, o.tau0, o.alpha)
     sign = {"up": 1.0, "down": -1.0}.get(o.direction, 0.0)
     scanned = scan_maxima(levels, sm, fit.which, fit.sigma, o.tau0, sign)
