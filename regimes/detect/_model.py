@@ -39,6 +39,7 @@ from regimes._stats.offers import Offers, offer_batches, offers
 from regimes._stats.scan import RowFit, difference_scale, fit_rows, selection_threshold
 from regimes._stats.smoother import Knot, Smoother, choose_knots, hinge_slopes, smoother_for
 from regimes.detect._beside import Span, beside_spans
+from regimes.detect._draws import draw_levels
 from regimes.detect._nulls import class_maxima, class_p, settled, stages, t_sf, threshold
 from regimes.detect._regimes import (
     KMAX,
@@ -56,7 +57,7 @@ from regimes.detect._sensitivity import (
     CurveNoise,
     curve_sensitivities,
 )
-from regimes.detect._trials import Pools, median_draws
+from regimes.detect._trials import Pools
 
 __all__ = [
     "KMAX",
@@ -210,34 +211,6 @@ def _row_maxima(fit: RowFit, t: int, o: _Options) -> tuple[np.ndarray, np.ndarra
     return class_maxima(z, classes), class_maxima(z0, classes)
 
 
-def _draws(
-    c: CurveInput, fit: RowFit, row: int, scale: float, o: _Options, part: int
-) -> np.ndarray:
-    """Noise of ``n_boot`` draws of the curve (``part`` 0: the null draws, 1: the model's).
-
-    The cell medians of the curve's own trial and process residuals, resampled, plus a
-    normal between-cell term for the noise they leave unexplained: the larger of the
-    fitted model's residual scale and the difference-based scale of the detrended
-    levels (a cell that selection fitted as a regime cannot shrink the noise its draws
-    are made with).
-    """
-    rng = np.random.default_rng(np.random.SeedSequence((*c.seed, part)))
-    medians, var = median_draws(c.pools, c.n.size, fit.trend[row], o.n_boot, rng)
-    sigma = max(float(fit.sigma[row]), scale)
-    tau = float(np.sqrt(max(0.0, sigma**2 - float(var.mean()))))
-    return medians + rng.normal(0.0, tau, size=medians.shape)
-
-
-def _fitted(fit: RowFit, row: int, t: int) -> np.ndarray:
-    """Return the row's fitted values: trend plus regimes."""
-    starts, ends = candidate_intervals(t)
-    out = fit.trend[row].copy()
-    for j, c in enumerate(fit.chosen[row]):
-        if c >= 0:
-            out[starts[c] : ends[c] + 1] += fit.coef[row, j]
-    return out
-
-
 def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> _Gauss:
     """Regimes selected in unit normal noise on the grid: signed delta, se and width class.
 
@@ -258,27 +231,6 @@ def _scaled_maxima(gauss: _Gauss, sigma: float, o: _Options) -> np.ndarray:
         z = (np.abs(delta) * sigma - o.tau0) / (np.maximum(se, 1e-12) * sigma)
     z = np.where(tested & np.isfinite(delta), z, -np.inf)
     return class_maxima(z, classes)
-
-
-def _draw_levels(
-    curves: list[CurveInput], fit: RowFit, rows: list[int], sm: Smoother, o: _Options, part: int
-) -> np.ndarray:
-    """``n_boot`` draws of the levels of each curve in ``rows``, stacked by curve.
-
-    Under its fitted null (``part`` 0: the trend alone) or its fitted model (1: trend
-    and regimes).
-    """
-    t = sm.size
-    levels = np.stack([curves[i].level for i in rows])
-    # the residuals of the fitted model: on a short grid a spike's cells are most of the
-    # differences, and left in they would make every null draw as noisy as the spike
-    fitted = np.stack([_fitted(fit, i, t) for i in rows])
-    scale = difference_scale(sm.u, levels - fitted)
-    stacked = []
-    for k, i in enumerate(rows):
-        noise = _draws(curves[i], fit, i, float(scale[k]), o, part)
-        stacked.append((fit.trend[i] if part == 0 else fitted[k]) + noise)
-    return np.concatenate(stacked)
 
 
 def _within(c: CurveInput) -> float:
@@ -457,7 +409,7 @@ def _null_maxima(
         return {}
     raw, fit = fits
     b, sm = o.n_boot, offered.sm
-    levels = _draw_levels(curves, raw, rows, sm, o, 0)
+    levels = draw_levels(curves, raw, rows, sm.u, o.n_boot, 0)
     sampled = np.repeat(sampling[rows], b)
     menu = np.repeat(offered.menu[rows], b)
     draw = np.tile(np.arange(b), len(rows))
@@ -528,7 +480,7 @@ def _add_spread(
     # where a regime starts given the trend, and a draw whose trend took the regime in
     # holds no onset to count (docs/method.md, section 5)
     held = np.repeat(raw.which[rows], o.n_boot)
-    levels = _draw_levels(curves, raw, rows, sm, o, 1)
+    levels = draw_levels(curves, raw, rows, sm.u, o.n_boot, 1)
     near = [_near(models[i].regimes, sm.size) for i in rows]
     drawn = fit_rows(levels, sm, o.h, KMAX, held, (np.repeat(np.arange(len(rows)), o.n_boot), near))
     sampled = np.repeat(sampling[rows], o.n_boot)
