@@ -39,10 +39,6 @@ class Offers(NamedTuple):
     menus: np.ndarray
     menu: np.ndarray
 
-    def take(self, rows: np.ndarray) -> Offers:
-        """Return the offers of ``rows`` (indices, repeated as the rows are)."""
-        return Offers(self.sm, self.menus, self.menu[rows])
-
 
 def _pairs(knot: Knot | None, t: int) -> list[tuple[int, float]]:
     return [] if knot is None else [(k, knot[1]) for k in near_cells(knot, t)]
