@@ -82,8 +82,9 @@ def _scores(
     r"""Each pair's joint score with its regimes, and without any, ``(P,)`` each.
 
     ``levels``: each pair's row; ``pw``: its smoother; ``picks``, ``q``: its regimes and
-    their basis. :math:`\nu` counts the trend's and the regimes' degrees of freedom; a
-    hinged trend pays :data:`~regimes._stats.smoother.KNOT_PRICE` for its hinge.
+    their basis. :math:`\mathrm{GCV} = T\,\mathrm{RSS}/(T - \gamma\nu)^2` with
+    :math:`\nu` the trend's and the regimes' degrees of freedom; a hinged trend pays
+    :data:`~regimes._stats.smoother.KNOT_PRICE` for its hinge.
     """
     t = levels.shape[1]
     e = np.empty(levels.shape)
@@ -134,7 +135,8 @@ def joint_choice(
         picks[p] = part
     q = basis(st, pw, picks)
     scores, bare = _scores(levels[pr], st, pw, picks, q, h2)
-    # one row per curve, its pairs in order and then the same pairs bare
+    # a table row per row: its pairs in order, then the same pairs scored bare, so that
+    # argmin takes the first offered on a tie, with regimes before without
     start = np.searchsorted(pr, np.arange(k_rows))
     slot = np.arange(pr.size) - start[pr]
     width = int(offered.sum(axis=1).max())

@@ -16,7 +16,8 @@ sum gives it for every interval of the grid at once.
 
 The fit, each step vectorised over rows:
 
-1. the smoother's flexibility by generalised cross-validation (Craven and Wahba, 1979);
+1. the smoother's flexibility by generalised cross-validation (Craven and Wahba, 1979),
+   among the smoothers the row is offered (:mod:`regimes._stats.offers`);
 2. regimes by greedy forward selection (penalised segmentation of the model): each
    step adds the interval that reduces the residual sum of squares most, and the
    number of steps kept minimises :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2`
@@ -26,7 +27,7 @@ The fit, each step vectorised over rows:
    are allowed, so a spike on a step, or right before one, is measured against the
    level around it;
 3. the flexibility again by cross-validation with those regimes in the model, and the
-   regimes selected again with it;
+   regimes selected again with it (:mod:`regimes._stats.joint`);
 4. the intervals written by the conventions of :mod:`regimes._stats.intervals` (a step
    from the curve's normal level; nested pairs that share a boundary side by side), then
    :math:`\hat\delta = (Z^\top A Z)^{-1} Z^\top A \ell` with the sandwich variance
