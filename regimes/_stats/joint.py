@@ -18,7 +18,7 @@ import numpy as np
 
 from regimes._stats.selection import TINY, Scratch, select
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE
-from regimes._stats.stack import Stack, basis
+from regimes._stats.stack import Stack, basis, by_smoother
 
 __all__ = ["Menu", "choose", "joint_choice"]
 
@@ -68,14 +68,6 @@ def choose(levels: np.ndarray, st: Stack, menu: Menu | None) -> np.ndarray:
     return which
 
 
-def _by_smoother(w: np.ndarray, pairs: np.ndarray) -> list[np.ndarray]:
-    """Split ``pairs`` by their smoother ``w[pairs]``, smoothers ascending, order kept."""
-    if not pairs.size:
-        return []
-    by = pairs[np.argsort(w[pairs], kind="stable")]
-    return np.split(by, np.flatnonzero(np.diff(w[by])) + 1)
-
-
 def _scores(
     levels: np.ndarray, st: Stack, pw: np.ndarray, picks: np.ndarray, q: np.ndarray, h2: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +80,7 @@ def _scores(
     """
     t = levels.shape[1]
     e = np.empty(levels.shape)
-    for part in _by_smoother(pw, np.arange(pw.size)):
+    for part in by_smoother(pw, np.arange(pw.size)):
         e[part] = levels[part] @ st.a[pw[part[0]]]
     fitted = np.einsum("pjt,pj->pt", q, np.einsum("pjt,pt->pj", q, levels))
     free = t - st.trace[pw]
@@ -129,7 +121,7 @@ def joint_choice(
     picks = chosen[pr]
     kept = np.any(chosen >= 0, axis=1)
     need = np.flatnonzero((which[pr] != pw) & (kept[pr] | ~st.hinged[pw]))
-    parts = _by_smoother(pw, need)
+    parts = by_smoother(pw, need)
     picked = select([(levels[pr[p]], st.grids[int(pw[p[0]])]) for p in parts], h2, kmax, work)
     for p, part in zip(parts, picked, strict=True):
         picks[p] = part

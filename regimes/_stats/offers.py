@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regimes._stats.smoother import Knot, Smoother, hinged_ladder, near_cells, smoother_for
+from regimes._stats.smoother import Knot, Smoother, hinged_smoothers, near_cells
 
 __all__ = ["Offers", "offer_batches", "offers"]
 
@@ -66,20 +66,14 @@ def offers(u: np.ndarray, knots: list[Knot | None]) -> Offers:
     t = u.size
     distinct = sorted(set(knots), key=_order)
     pairs = sorted({p for knot in distinct for p in _pairs(knot, t)})
-    base = smoother_for(u)
-    size = base.edf.size
-    blocks = [hinged_ladder(u, cell, factor) for cell, factor in pairs]
-    residual = np.ascontiguousarray(np.concatenate([base.residual, *[b for b, _ in blocks]]))
-    residual.setflags(write=False)
-    edf = np.concatenate([base.edf, *[e for _, e in blocks]])
-    cells = np.concatenate([base.knots, np.repeat([c for c, _ in pairs], size)]).astype(int)
-    sm = Smoother(u=base.u, edf=edf, residual=residual, knot=None, knots=cells)
-    menus = np.zeros((len(distinct), edf.size), dtype=bool)
+    sm = hinged_smoothers(u, pairs)
+    size = int(np.sum(~sm.hinged))
+    block = {p: size * (1 + b) for b, p in enumerate(pairs)}
+    menus = np.zeros((len(distinct), sm.edf.size), dtype=bool)
     menus[:, :size] = True
     for m, knot in enumerate(distinct):
         for p in _pairs(knot, t):
-            first = size * (1 + pairs.index(p))
-            menus[m, first : first + size] = True
+            menus[m, block[p] : block[p] + size] = True
     index = {knot: m for m, knot in enumerate(distinct)}
     return Offers(sm, menus, np.array([index[k] for k in knots], dtype=int))
 
@@ -91,13 +85,16 @@ def offer_batches(t: int, knots: list[Knot | None], ladder: int) -> list[list[in
     Returns each batch's row indices, ascending.
     """
     most = max(1, _UNION_BYTES // (32 * t * t * max(ladder, 1)))
+    rows: dict[Knot | None, list[int]] = {}
+    for i, knot in enumerate(knots):
+        rows.setdefault(knot, []).append(i)
     batches: list[list[int]] = []
     held: set[tuple[int, float]] = set()
-    for knot in sorted(set(knots), key=_order):
+    for knot in sorted(rows, key=_order):
         mine = set(_pairs(knot, t))
         if not batches or len(held | mine) > most:
             batches.append([])
             held = set()
         held |= mine
-        batches[-1] += [i for i, k in enumerate(knots) if k == knot]
+        batches[-1] += rows[knot]
     return [sorted(b) for b in batches]

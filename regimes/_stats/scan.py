@@ -69,7 +69,7 @@ from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
 from regimes._stats.selection import Near, Scratch, scratch, select, select_near
 from regimes._stats.smoother import GCV_GAMMA, Smoother
-from regimes._stats.stack import Stack, basis, stack_of
+from regimes._stats.stack import Stack, basis, by_smoother, stack_of
 
 __all__ = [
     "GCV_GAMMA",
@@ -206,9 +206,9 @@ def _select_all(
     levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int, work: Scratch
 ) -> np.ndarray:
     chosen = np.full((levels.shape[0], kmax), -1)
-    sets = [(w, which == w) for w in np.unique(which).tolist()]
-    picked = select([(levels[rows], grids[w]) for w, rows in sets], h * h, kmax, work)
-    for (_, rows), part in zip(sets, picked, strict=True):
+    sets = by_smoother(which, np.arange(levels.shape[0]))
+    picked = select([(levels[rows], grids[which[rows[0]]]) for rows in sets], h * h, kmax, work)
+    for rows, part in zip(sets, picked, strict=True):
         chosen[rows] = part
     return chosen
 

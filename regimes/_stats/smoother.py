@@ -44,7 +44,7 @@ __all__ = [
     "Smoother",
     "choose_knots",
     "hinge_slopes",
-    "hinged_ladder",
+    "hinged_smoothers",
     "last_knot",
     "near_cells",
     "smoother_for",
@@ -212,17 +212,22 @@ def _partial(a: np.ndarray, f: np.ndarray, af: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1024)
 def _cached(u_key: tuple[float, ...], knot: Knot | None) -> Smoother:
+    pairs = () if knot is None else tuple((k, knot[1]) for k in near_cells(knot, len(u_key)))
+    return _with_hinges(u_key, pairs, knot)
+
+
+def _with_hinges(
+    u_key: tuple[float, ...], pairs: tuple[tuple[int, float], ...], knot: Knot | None
+) -> Smoother:
+    """Return the ladder, then the ladder hinged at each (cell, shape) of ``pairs``."""
     u = _scaled(u_key)
-    residual, edf, _ = _ladder(u_key)
-    knots = np.full(edf.size, -1)
-    if knot is not None:
-        near = near_cells(knot, u.size)
-        extra = [_hinged_with_edf(u_key, k, knot[1]) for k in near]
-        residual = np.concatenate([residual, *[e for e, _ in extra]])
-        edf = np.concatenate([edf, *[d for _, d in extra]])
-        knots = np.concatenate([knots, np.repeat(near, knots.size)])
-    residual = np.ascontiguousarray(residual)
+    ladder, edf, _ = _ladder(u_key)
+    blocks = [_hinged(u_key, cell, factor) for cell, factor in pairs]
+    residual = np.ascontiguousarray(np.concatenate([ladder, *blocks]))
     residual.setflags(write=False)
+    edf = np.concatenate([edf, *[u.size - np.trace(b, axis1=1, axis2=2) for b in blocks]])
+    cells = np.repeat([cell for cell, _ in pairs], ladder.shape[0])
+    knots = np.concatenate([np.full(ladder.shape[0], -1), cells]).astype(int)
     return Smoother(u=u, edf=edf, residual=residual, knot=knot, knots=knots)
 
 
@@ -235,16 +240,14 @@ def near_cells(knot: Knot, t: int) -> list[int]:
     return sorted({cell, *near, *([last_knot(t)] if late else [])})
 
 
-def _hinged_with_edf(
-    u_key: tuple[float, ...], cell: int, factor: float
-) -> tuple[np.ndarray, np.ndarray]:
-    e = _hinged(u_key, cell, factor)
-    return e, e.shape[1] - np.trace(e, axis1=1, axis2=2)
+def hinged_smoothers(u: np.ndarray, pairs: list[tuple[int, float]]) -> Smoother:
+    """Return the grid's ladder, then the ladder hinged at each (cell, shape) of ``pairs``.
 
-
-def hinged_ladder(u: np.ndarray, cell: int, factor: float) -> tuple[np.ndarray, np.ndarray]:
-    """Return the grid's ladder hinged at ``cell`` with shape ``factor``: residual makers, edf."""
-    return _hinged_with_edf(_key(u), cell, factor)
+    In blocks of the ladder's length, in the order of ``pairs``: what
+    :func:`smoother_for` offers one knot, for the knots of many rows at once
+    (:mod:`regimes._stats.offers`).
+    """
+    return _with_hinges(_key(u), tuple(pairs), None)
 
 
 def _key(u: np.ndarray) -> tuple[float, ...]:

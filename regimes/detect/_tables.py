@@ -93,11 +93,6 @@ def _departure(m: CurveModel, t: int) -> np.ndarray:
     return f
 
 
-def _t_quantile(q: float, df: np.ndarray | float) -> np.ndarray:
-    """``scipy.stats.t.ppf(q, df)``, to the bit, without its checks' cost on every curve."""
-    return special.stdtrit(df, q)
-
-
 def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> pl.DataFrame:
     """Interval, baseline, segment and flag of every cell."""
     cells = ctx.cells
@@ -114,7 +109,8 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         if m is None:
             # no model: the cell's own trials, on their own degrees of freedom
             var = kappa * part.get_column("own_var").to_numpy() / n + fresh
-            half = _t_quantile((1 + level) / 2, np.maximum(n - 1, 1)) * np.sqrt(var)
+            # scipy.stats.t.ppf's value (here and below), without its checks on every curve
+            half = special.stdtrit(np.maximum(n - 1, 1), (1 + level) / 2) * np.sqrt(var)
             band = np.column_stack([np.exp(log_median - half), np.exp(log_median + half)])
             out.append(np.column_stack([band, _running_trend(log_median), np.zeros((t, 2))]))
             continue
@@ -124,7 +120,7 @@ def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> 
         sessions = np.maximum(part.get_column("n_sessions").to_numpy() - 1.0, 1.0)
         parts = m.tau**4 / m.df + fresh**2 / sessions
         dof = np.where(parts > 0, var**2 / np.where(parts > 0, parts, 1.0), 1e6)
-        half = _t_quantile((1 + level) / 2, np.minimum(dof, 1e6)) * np.sqrt(var)
+        half = special.stdtrit(np.minimum(dof, 1e6), (1 + level) / 2) * np.sqrt(var)
         flag = np.zeros(t)
         for k in _significant(m, d):
             flag[m.regimes[k].start : m.regimes[k].end + 1] = 1.0
@@ -209,7 +205,7 @@ def _ratio_interval(
     if params["ratio_interval"] == "bootstrap" and r.boot_delta is not None:
         (low, high), interval = r.boot_delta, "bootstrap"
     else:
-        half = float(_t_quantile((1 + params["level"]) / 2, m.df)) * r.se
+        half = float(special.stdtrit(m.df, (1 + params["level"]) / 2)) * r.se
         (low, high), interval = (r.delta - half, r.delta + half), "t"
     flat = _flat_start(r, m.trend)
     low, high = min(low, low - flat), max(high, high - flat)
@@ -270,7 +266,7 @@ def _change_rows(ctx: _Context, models: list[CurveModel], d: Decision) -> pl.Dat
                 sides.append((r.end + 1, min(r.bounds[2] + 1, t - 1), min(r.bounds[3] + 1, t - 1)))
             for after, low, high in sides:
                 jump = f[after] - f[after - 1]
-                half = float(_t_quantile((1 + level) / 2, m.df)) * r.se
+                half = float(special.stdtrit(m.df, (1 + level) / 2)) * r.se
                 xv = [x_value(xs[i], ctx.x_dtype) for i in (after - 1, after, low, high)]
                 rows.append(
                     [
