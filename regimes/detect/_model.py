@@ -409,7 +409,7 @@ def _null_maxima(
         return {}
     raw, fit = fits
     b, sm = o.n_boot, offered.sm
-    levels = draw_levels(curves, raw, rows, sm.u, o.n_boot, 0)
+    levels = draw_levels(curves, raw, rows, sm.u, b, 0)
     sampled = np.repeat(sampling[rows], b)
     menu = np.repeat(offered.menu[rows], b)
     draw = np.tile(np.arange(b), len(rows))
