@@ -28,7 +28,7 @@ from regimes.data._prepare import prepare_trials
 from regimes.detect._model import MAX_CELLS, MIN_CELLS, CurveInput, CurveModel, fit_grid
 from regimes.detect._result import RegimeResult
 from regimes.detect._tables import Decision, assemble
-from regimes.detect._trials import adjust_trials, cell_arrays, residual_pools
+from regimes.detect._trials import adjust_trials, cell_arrays, residual_pools, with_cell_ids
 from regimes.errors import RegimesInputError, RegimesWarning
 from regimes.options import DIRECTIONS, FDR_FAMILIES, check_options
 
@@ -63,14 +63,16 @@ def _canonical_order(frame: pl.DataFrame, y: str) -> pl.DataFrame:
     Sorting the pools is not enough: a block mean of the same trials in another order
     differs in its last bits, and the answer must not. The user's other columns stay
     behind: every sort, filter and join of a 1M-row call would copy them (their strings
-    above all), and the result's trial table is built from the prepared frame.
+    above all), and the result's trial table is built from the prepared frame. The
+    frame gains the ids of its cells and blocks (:func:`with_cell_ids`).
     """
     keys = ["_curve", "_x", "_session", *(c for c in ("order", "trial") if c in frame.columns)]
     frame = frame.select(*keys, "_ly", pl.col(y).alias("_y"))
     # centred per curve: a curve scaled by a constant then gives the same numbers, bit for
     # bit, wherever the bootstrap's discrete choices could tell two roundings apart
     centre = pl.col("_ly").median().over("_curve")
-    return frame.sort([*keys, "_ly"], nulls_last=True).with_columns(pl.col("_ly") - centre)
+    frame = frame.sort([*keys, "_ly"], nulls_last=True).with_columns(pl.col("_ly") - centre)
+    return with_cell_ids(frame)
 
 
 def _warn_first_trials(first: pl.DataFrame) -> None:

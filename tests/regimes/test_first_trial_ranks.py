@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from regimes.detect._trials import _first_trials, _rank_sum_p, _subset_sum_law
+from regimes.detect._trials import _first_trials, _rank_sum_p, _subset_sum_law, with_cell_ids
 
 
 def test_the_exact_rank_sum_law():
@@ -47,7 +47,8 @@ def _sweep(processes: int, trials: int, first: float, seed: int = 0) -> pl.DataF
                 slow = np.log(first) if (x == 1 and t == 0) else 0.0
                 rows.append((0, float(x), s, order, float(np.log(x) + slow + rng.normal(0, 0.03))))
                 order += 1
-    return pl.DataFrame(rows, schema=["_curve", "_x", "_session", "order", "_ly"], orient="row")
+    frame = pl.DataFrame(rows, schema=["_curve", "_x", "_session", "order", "_ly"], orient="row")
+    return with_cell_ids(frame.sort("_curve", "_x", "_session"))
 
 
 def test_four_processes_with_slow_first_trials_are_enough():
@@ -107,6 +108,6 @@ def test_first_trials_of_one_process_are_one_stratum():
         for t in range(3)
     ]
     frame = pl.DataFrame(rows, schema=["_curve", "_x", "_session", "trial", "_ly"], orient="row")
-    _, table = _first_trials(frame, "trial")
+    _, table = _first_trials(with_cell_ids(frame), "trial")
     row = table.row(0, named=True)
     assert row["n_processes"] == 1 and row["p_value"] == pytest.approx(1 / 15)

@@ -13,7 +13,13 @@ import pytest
 from scipy import stats
 
 from regimes.detect._regimes import classes_on, width_class
-from regimes.detect._trials import _middle_draws, median_draws, resampled, residual_pools
+from regimes.detect._trials import (
+    _middle_draws,
+    median_draws,
+    resampled,
+    residual_pools,
+    with_cell_ids,
+)
 
 SLOW = float(np.log(2.5))
 
@@ -26,7 +32,9 @@ def _frame(levels: list[list[float]], trials: int = 4, seed: int = 0) -> pl.Data
         for s, level in enumerate(cell):
             noise = rng.normal(0.0, 0.01, trials)
             rows += [(0, float(x + 1), s, level + e - noise.mean()) for e in noise]
-    return pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
+    return with_cell_ids(
+        pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
+    )
 
 
 def _events(levels: list[list[float]]) -> np.ndarray:
@@ -60,7 +68,9 @@ def test_cells_measured_in_one_process_have_no_process_deviation():
 def _trial_frame(cells: list[list[float]]) -> pl.DataFrame:
     """One curve in one process: cell ``t`` holds trials at the log times ``cells[t]``."""
     rows = [(0, float(x + 1), 0, v) for x, cell in enumerate(cells) for v in cell]
-    return pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
+    return with_cell_ids(
+        pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
+    )
 
 
 def test_a_hiccup_in_a_cell_of_two_keeps_its_whole_excess():
@@ -102,7 +112,7 @@ def test_the_drawn_levels_are_each_cells_median_of_its_drawn_trials(trials: list
         for v in rng.normal(0.0, 0.1, n)
     ]
     frame = pl.DataFrame(rows, schema=["_curve", "_x", "_session", "_adj"], orient="row")
-    pools = residual_pools(frame)[0]
+    pools = residual_pools(with_cell_ids(frame))[0]
     trend = np.zeros(len(trials))
     medians, var = median_draws(pools, len(trials), trend, 50, np.random.default_rng(7))
     # the same draws, replayed, and each cell's median taken on its own
