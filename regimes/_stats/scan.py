@@ -67,7 +67,14 @@ from regimes._stats.intervals import (
 from regimes._stats.joint import Menu, choose, joint_choice
 from regimes._stats.selection import TINY as _TINY
 from regimes._stats.selection import Grid as _Grid
-from regimes._stats.selection import Near, Scratch, scratch, select, select_near
+from regimes._stats.selection import (
+    Near,
+    Scratch,
+    residual_products,
+    scratch,
+    select,
+    select_near,
+)
 from regimes._stats.smoother import GCV_GAMMA, Smoother
 from regimes._stats.stack import Stack, basis, by_smoother, stack_of
 
@@ -155,8 +162,9 @@ def _final_rows(
     ordered by smoother; ``q``: their basis (:func:`~regimes._stats.stack.basis`), where
     the joint choice built it already.
 
-    The matrix products are made per smoother, on that smoother's rows (how BLAS rounds a
-    product depends on its shape); everything else once over all rows.
+    The products with each row's ``A`` are made per smoother
+    (:func:`~regimes._stats.selection.residual_products`); everything else once over
+    all rows.
     """
     k_rows, kmax = chosen.shape
     idx = np.maximum(chosen, 0)
@@ -173,14 +181,9 @@ def _final_rows(
     m = np.where(pair, m, 0.0) + np.where(~used, 1.0, 0.0)[:, :, None] * np.eye(kmax)
     m_inv = np.linalg.pinv(m, hermitian=True)
     q = basis(st, w, chosen) if q is None else q
-    r0, zar, qa = np.empty(levels.shape), np.empty(chosen.shape), np.empty(q.shape)
-    edges = np.searchsorted(w, np.arange(len(st.grids) + 1)).tolist()
-    for g, a, b in zip(st.grids, edges[:-1], edges[1:], strict=True):
-        if a < b:
-            np.matmul(levels[a:b], g.a, out=r0[a:b])
-            zar[a:b] = np.take_along_axis(_sums(r0[a:b], g), idx[a:b], axis=1)
-            np.matmul(q[a:b], g.a, out=qa[a:b])
-    zar = np.where(used, zar, 0.0)
+    mats = [g.a for g in st.grids]
+    r0, qa = residual_products(levels, mats, w), residual_products(q, mats, w)
+    zar = np.where(used, np.take_along_axis(_sums(r0, st.grids[0]), idx, axis=1), 0.0)
     delta = np.einsum("kab,kb->ka", m_inv, zar)
     az = (st.a_cols[w[:, None], e1] - st.a_cols[w[:, None], s]) * used[:, :, None]
     cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv

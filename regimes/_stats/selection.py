@@ -20,7 +20,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Grid", "Near", "Scratch", "explained_floor", "scratch", "select", "select_near"]
+__all__ = [
+    "Grid",
+    "Near",
+    "Scratch",
+    "explained_floor",
+    "residual_products",
+    "scratch",
+    "select",
+    "select_near",
+]
 
 TINY = 1e-9
 """Relative size below which a quantity is taken as zero."""
@@ -44,7 +53,7 @@ class Grid(NamedTuple):
     basis below which an interval is taken as explained already; ``prefix2``: the 2-D
     prefix sums of ``A`` (``z_i'Az_j``); ``indicators``: the intervals' indicator
     columns ``(T, n)``, shared by the smoothers; ``hinged``: whether the smoother holds
-    a hinge (:mod:`regimes._stats.smoother`).
+    a hinge (:mod:`regimes._stats.smoother`); ``trace``: the trace of ``A``.
     """
 
     a: np.ndarray
@@ -56,6 +65,7 @@ class Grid(NamedTuple):
     ends: np.ndarray
     indicators: np.ndarray
     hinged: bool
+    trace: float
 
 
 class Scratch(NamedTuple):
@@ -83,15 +93,112 @@ def scratch(k_rows: int, n: int, kmax: int) -> Scratch:
     )
 
 
+_GEMM_ROWS = 16
+"""Rows of one smoother from which their product is one matrix product; fewer are
+multiplied with the other such rows in one batched call (a union of hinged smoothers
+gives a selection hundreds of sets of a few rows, and a product per set cost more
+than its arithmetic)."""
+
+
+def residual_products(values: np.ndarray, mats: list[np.ndarray], group: np.ndarray) -> np.ndarray:
+    """Return ``values[k] @ mats[group[k]]`` for every row ``k`` of ``values`` ``(K, ..., T)``.
+
+    A smoother's rows, where they are :data:`_GEMM_ROWS` or more, make one product (a
+    slice where they are contiguous); the others are multiplied row by row together,
+    in one batched call.
+    """
+    out = np.empty((*values.shape[:-1], mats[0].shape[1]))
+    counts = np.bincount(group, minlength=len(mats))
+    order = np.argsort(group, kind="stable")
+    edges = np.searchsorted(group[order], np.arange(len(mats) + 1)).tolist()
+    for g in np.flatnonzero(counts >= _GEMM_ROWS).tolist():
+        rows = order[edges[g] : edges[g + 1]]
+        if rows[-1] - rows[0] + 1 == rows.size:
+            span = slice(int(rows[0]), int(rows[-1]) + 1)
+            np.matmul(values[span], mats[g], out=out[span])
+        else:
+            out[rows] = values[rows] @ mats[g]
+    few = np.flatnonzero(counts[group] < _GEMM_ROWS)
+    if few.size:
+        ids, at = np.unique(group[few], return_inverse=True)
+        stacked = np.stack([mats[i] for i in ids.tolist()])
+        rows = values[few] if values.ndim == 3 else values[few, None, :]
+        out[few] = np.matmul(rows, stacked[at]).reshape(out[few].shape)
+    return out
+
+
 def _bounds(group: np.ndarray, count: int) -> list[tuple[int, int]]:
     """Return each set's rows ``[a, b)``: the live rows stay ordered by set."""
     edges = np.searchsorted(group, np.arange(count + 1)).tolist()
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
+class _Sets(NamedTuple):
+    """The smoothers of one selection, as :func:`_best` reads them.
+
+    ``grids``: one per set; ``zaz``, ``floor``: theirs stacked ``(S, n)`` where the
+    sets are small, gathered per row at each step instead of a loop over the sets
+    (None where sets are few and large: each set's row then broadcasts).
+    """
+
+    grids: list[Grid]
+    zaz: np.ndarray | None
+    floor: np.ndarray | None
+
+
+def _sets(grids: list[Grid], rows: int) -> _Sets:
+    if len(grids) * _GEMM_ROWS <= rows:
+        return _Sets(grids, None, None)
+    return _Sets(grids, np.stack([g.zaz for g in grids]), np.stack([g.floor for g in grids]))
+
+
+def _gains(
+    rz: np.ndarray, sets: _Sets, group: np.ndarray, explained: np.ndarray | None, w: Scratch
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Fill ``w``'s first rows with each interval's gain and ``z'A_Z z``; return them.
+
+    ``z'A_Z z`` is None where it is each set's own ``z'Az`` (before the first interval,
+    sets looped over).
+    """
+    n = rz.shape[0]
+    den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
+    if sets.zaz is not None and sets.floor is not None:
+        np.take(sets.zaz, group, axis=0, out=den)
+        if explained is not None:
+            np.subtract(den, explained, out=den)
+        np.take(sets.floor, group, axis=0, out=gain)
+        # den is finite (the basis is), so "not above the floor" is "at most it"
+        np.less_equal(den, gain, out=off)
+        np.square(rz, out=gain)
+        np.divide(gain, den, out=gain)
+        np.copyto(gain, -1.0, where=off)
+        return gain, den
+    np.square(rz, out=gain)
+    # dividing everywhere and overwriting the intervals explained already is faster
+    # than a masked division; what those few quotients overflow to is discarded (the
+    # caller silences their warnings: one context per step would cost more)
+    bounds = _bounds(group, len(sets.grids))
+    for g, (a, b) in zip(sets.grids, bounds, strict=True):
+        if a >= b:
+            continue
+        if explained is None:
+            # before the first interval a set's rows share z'Az: divided by it as a row
+            # vector, not by copies of it
+            np.divide(gain[a:b], g.zaz, out=gain[a:b])
+            np.copyto(gain[a:b], -1.0, where=g.zaz <= g.floor)
+        else:
+            np.subtract(g.zaz, explained[a:b], out=den[a:b])
+            np.less_equal(den[a:b], g.floor, out=off[a:b])
+    if explained is None:
+        return gain, None
+    np.divide(gain, den, out=gain)
+    np.copyto(gain, -1.0, where=off)
+    return gain, den
+
+
 def _best(
     rz: np.ndarray,
-    grids: list[Grid],
+    sets: _Sets,
     group: np.ndarray,
     explained: np.ndarray | None,
     w: Scratch,
@@ -105,27 +212,7 @@ def _best(
     allocated afresh.
     """
     n = rz.shape[0]
-    bounds = _bounds(group, len(grids))
-    den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
-    np.square(rz, out=gain)
-    # dividing everywhere and overwriting the intervals explained already is faster
-    # than a masked division; what those few quotients overflow to is discarded (the
-    # caller silences their warnings: one context per step would cost more)
-    if explained is None:
-        # before the first interval a set's rows share z'Az, and most rows stop there:
-        # each set's rows are divided by it as a row vector, not by copies of it
-        for g, (a, b) in zip(grids, bounds, strict=True):
-            if a < b:
-                np.divide(gain[a:b], g.zaz, out=gain[a:b])
-                np.copyto(gain[a:b], -1.0, where=g.zaz <= g.floor)
-    else:
-        for g, (a, b) in zip(grids, bounds, strict=True):
-            if a < b:
-                # den is finite (the basis is), so "not above the floor" is "at most it"
-                np.subtract(g.zaz, explained[a:b], out=den[a:b])
-                np.less_equal(den[a:b], g.floor, out=off[a:b])
-        np.divide(gain, den, out=gain)
-        np.copyto(gain, -1.0, where=off)
+    gain, den = _gains(rz, sets, group, explained, w)
     # an interval touching the first cell and its complement, a step to the end, fit
     # the same model (the trend has a free constant): their gains tie exactly, and
     # which one rounding favours must not decide; the first in candidate order wins.
@@ -149,10 +236,12 @@ def _best(
     if total != total:
         lost = np.flatnonzero(np.isnan(low))
         best[lost], top[lost] = 0, gain[lost, 0]
-    if explained is None:
-        zaz = np.stack([g.zaz for g in grids])
-        return best, top, zaz[group, best]
-    return best, top, den[rows, best]
+    if den is not None:
+        return best, top, den[rows, best]
+    picked = np.empty(n)
+    for g, (a, b) in zip(sets.grids, _bounds(group, len(sets.grids)), strict=True):
+        picked[a:b] = g.zaz[best[a:b]]
+    return best, top, picked
 
 
 class _State(NamedTuple):
@@ -184,15 +273,10 @@ def _start(parts: list[tuple[np.ndarray, Grid]], kmax: int) -> _State:
     """Return the state before the first step: every row live, its residual ``A l``."""
     sizes = [lev.shape[0] for lev, _ in parts]
     lev = np.concatenate([lev for lev, _ in parts])
-    r = np.empty(lev.shape)
-    rz = np.empty((lev.shape[0], parts[0][1].indicators.shape[1]))
-    first = 0
-    for (part, g), size in zip(parts, sizes, strict=True):
-        rows = slice(first, first + size)
-        np.matmul(part, g.a, out=r[rows])
-        np.matmul(r[rows], g.indicators, out=rz[rows])
-        first += size
     group = np.repeat(np.arange(len(parts)), sizes)
+    r = residual_products(lev, [g.a for _, g in parts], group)
+    # the parts' intervals are the same: one product for every row
+    rz = r @ parts[0][1].indicators
     q = np.zeros((lev.shape[0], kmax, lev.shape[1]))
     return _State(np.arange(lev.shape[0]), group, lev, r, rz, q, [], None)
 
@@ -204,7 +288,7 @@ class _Step(NamedTuple):
     ``trace``: each smoother's ``tr A``; ``h2``: the penalty of one interval.
     """
 
-    grids: list[Grid]
+    sets: _Sets
     a_cols: np.ndarray
     steps: np.ndarray
     trace: np.ndarray
@@ -218,12 +302,12 @@ def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -
     A row goes on while its last interval lowered its criterion and its set allows
     another step.
     """
-    best, top, den = _best(s.rz, c.grids, s.group, s.explained, c.work)
+    best, top, den = _best(s.rz, c.sets, s.group, s.explained, c.work)
     take = top > 0
     if not take.all():
         s, best, den = _keep(s, take), best[take], den[take]
     chosen[s.live, step] = best
-    g = c.grids[0]
+    g = c.sets.grids[0]
     vec = c.a_cols[s.group, g.ends[best] + 1] - c.a_cols[s.group, g.starts[best]]
     if s.sums:
         zq = np.empty((best.size, step))
@@ -245,9 +329,7 @@ def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -
     m, w = s.live.size, c.work
     if m == 0:
         return s
-    for g, (a, b) in zip(c.grids, _bounds(s.group, len(c.grids)), strict=True):
-        if a < b:
-            np.matmul(vec[a:b], g.indicators, out=w.sums[step, a:b])
+    np.matmul(vec, g.indicators, out=w.sums[step, :m])
     sums = w.sums[step, :m]
     # the residual loses fitted * vec, so its interval sums lose fitted * sums: one
     # product per step where computing r'z afresh would take a second
@@ -284,11 +366,11 @@ def _select_together(
     chosen = np.full((k_rows, kmax), -1)
     rss = np.full((k_rows, kmax + 1), np.inf)
     rss[:, 0] = np.sum(s.r**2, axis=1)
-    trace = np.array([np.trace(g.a) for g in grids])
+    trace = np.array([g.trace for g in grids])
     # each regime needs about three residual degrees of freedom of its own: on a short
     # grid, more would fit the noise away and leave the scale to nothing
     steps = np.array([min(kmax, max(1, int((v - 1.0) // 3))) for v in trace])
-    c = _Step(grids, np.stack([g.a_cols for g in grids]), steps, trace, h2, work)
+    c = _Step(_sets(grids, k_rows), np.stack([g.a_cols for g in grids]), steps, trace, h2, work)
     group = s.group
     # what the division in _best overflows to is discarded
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):

@@ -70,12 +70,12 @@ def stacked(
         near = (starts == knot) | (starts == knot + 1)
         near |= (starts == 0) & ((ends == knot - 1) | (ends == knot))  # their complements
         floor[knots == knot] = np.where(near, np.inf, floor[knots == knot])
+    trace = np.trace(residual, axis1=1, axis2=2)
     grids = [
-        Grid(residual[w], a_cols[w], zaz[w], floor[w], p[w], starts, ends, z, bool(k >= 0))
+        Grid(residual[w], a_cols[w], zaz[w], floor[w], p[w], starts, ends, z, k >= 0, trace[w])
         for w, k in enumerate(knots.tolist())
     ]
     squared = np.array([np.sum(g.a**2) for g in grids])
-    trace = np.array([np.trace(g.a) for g in grids])
     last = knots == last_knot(t)
     return Stack(grids, zaz, floor, a_cols, p, residual, trace, knots >= 0, squared, last)
 
