@@ -93,37 +93,22 @@ def scratch(k_rows: int, n: int, kmax: int) -> Scratch:
     )
 
 
-_GEMM_ROWS = 16
-"""Rows of one smoother from which their product is one matrix product; fewer are
-multiplied with the other such rows in one batched call (a union of hinged smoothers
-gives a selection hundreds of sets of a few rows, and a product per set cost more
-than its arithmetic)."""
+_SET_ROWS = 16
+"""Rows per set, on average, below which :func:`_gains` gathers each row's ``z'Az`` and
+floor instead of looping over the sets: a union of hinged smoothers gives a selection
+hundreds of sets of a few rows, and two calls per set and step cost more than a pass."""
 
 
 def residual_products(values: np.ndarray, mats: list[np.ndarray], group: np.ndarray) -> np.ndarray:
-    """Return ``values[k] @ mats[group[k]]`` for every row ``k`` of ``values`` ``(K, ..., T)``.
+    """Return ``values[k] @ mats[group[k]]`` for every row ``k``, rows ordered by ``group``.
 
-    A smoother's rows, where they are :data:`_GEMM_ROWS` or more, make one product (a
-    slice where they are contiguous); the others are multiplied row by row together,
-    in one batched call.
+    ``values``: ``(K, T)`` or ``(K, J, T)``; one product per smoother that has rows.
     """
     out = np.empty((*values.shape[:-1], mats[0].shape[1]))
-    counts = np.bincount(group, minlength=len(mats))
-    order = np.argsort(group, kind="stable")
-    edges = np.searchsorted(group[order], np.arange(len(mats) + 1)).tolist()
-    for g in np.flatnonzero(counts >= _GEMM_ROWS).tolist():
-        rows = order[edges[g] : edges[g + 1]]
-        if rows[-1] - rows[0] + 1 == rows.size:
-            span = slice(int(rows[0]), int(rows[-1]) + 1)
-            np.matmul(values[span], mats[g], out=out[span])
-        else:
-            out[rows] = values[rows] @ mats[g]
-    few = np.flatnonzero(counts[group] < _GEMM_ROWS)
-    if few.size:
-        ids, at = np.unique(group[few], return_inverse=True)
-        stacked = np.stack([mats[i] for i in ids.tolist()])
-        rows = values[few] if values.ndim == 3 else values[few, None, :]
-        out[few] = np.matmul(rows, stacked[at]).reshape(out[few].shape)
+    edges = np.searchsorted(group, np.arange(len(mats) + 1))
+    for g in np.flatnonzero(np.diff(edges)).tolist():
+        a, b = int(edges[g]), int(edges[g + 1])
+        np.matmul(values[a:b], mats[g], out=out[a:b])
     return out
 
 
@@ -147,7 +132,7 @@ class _Sets(NamedTuple):
 
 
 def _sets(grids: list[Grid], rows: int) -> _Sets:
-    if len(grids) * _GEMM_ROWS <= rows:
+    if len(grids) * _SET_ROWS <= rows:
         return _Sets(grids, None, None)
     return _Sets(grids, np.stack([g.zaz for g in grids]), np.stack([g.floor for g in grids]))
 
