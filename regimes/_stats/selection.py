@@ -390,7 +390,8 @@ def select(
     ----------
     parts : list of (numpy.ndarray, Grid)
         Row sets ``(K_i, T)``, each with its smoother; each of at most as many rows as
-        ``work`` holds.
+        ``work`` holds. The smoothers are of one grid: their candidate intervals are
+        the same.
     h2 : float
         The penalty of one interval.
     kmax : int
