@@ -117,22 +117,26 @@ def basis(st: Stack, w: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     t, g = st.a_cols.shape[2], st.grids[0]
     q = np.zeros((k_rows, kmax, t))
     prefix = np.zeros((k_rows, kmax, t + 1))
-    rows = np.arange(k_rows)
     for j in range(kmax):
-        idx = np.maximum(chosen[:, j], 0)
-        den = st.zaz[w, idx]
-        vec = st.a_cols[w, g.ends[idx] + 1] - st.a_cols[w, g.starts[idx]]
+        # q starts at zero: an unused interval keeps its row of zeros, and most rows
+        # hold fewer intervals than kmax
+        rows = np.flatnonzero(chosen[:, j] >= 0)
+        if not rows.size:
+            continue
+        idx, wr = chosen[rows, j], w[rows]
+        den = st.zaz[wr, idx]
+        vec = st.a_cols[wr, g.ends[idx] + 1] - st.a_cols[wr, g.starts[idx]]
         if j:
             # the first interval has no earlier ones to be made orthogonal to
             zq = prefix[rows, :j, g.ends[idx] + 1] - prefix[rows, :j, g.starts[idx]]
             den = den - np.add.reduce(np.square(zq), axis=1)
-            vec -= np.einsum("kj,kjt->kt", zq, q[:, :j])
-        ok = (chosen[:, j] >= 0) & (den > st.floor[w, idx])
-        # q starts at zero: an unused or explained interval keeps its row of zeros
-        np.divide(vec, np.sqrt(np.where(ok, den, 1.0))[:, None], out=q[:, j], where=ok[:, None])
+            vec -= np.einsum("kj,kjt->kt", zq, q[rows, :j])
+        # an interval explained already keeps its row of zeros too
+        ok = den > st.floor[wr, idx]
+        q[rows[ok], j] = vec[ok] / np.sqrt(den[ok])[:, None]
         if j + 1 < kmax:
             # the last interval's sums would serve a next one only
-            prefix[:, j, 1:] = np.cumsum(q[:, j], axis=1)
+            prefix[rows, j, 1:] = np.cumsum(q[rows, j], axis=1)
     return q
 
 
