@@ -132,13 +132,6 @@ def selection_threshold(t: int, penalty: float) -> float:
     return float(np.sqrt(2.0 * penalty * np.log(max(t, 3))))
 
 
-def _sums(values: np.ndarray, g: _Grid) -> np.ndarray:
-    """``z'v`` for every candidate interval ``z``, each row of ``values`` ``(K, T)``."""
-    # one matrix product (BLAS) instead of differences of prefix sums gathered per
-    # interval: no index arrays to walk, and each sum is over its own cells only
-    return values @ g.indicators
-
-
 def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """Noise scale of each row from its unit-norm second differences, by their MAD.
 
@@ -183,7 +176,9 @@ def _final_rows(
     q = basis(st, w, chosen) if q is None else q
     mats = [g.a for g in st.grids]
     r0, qa = residual_products(levels, mats, w), residual_products(q, mats, w)
-    zar = np.where(used, np.take_along_axis(_sums(r0, st.grids[0]), idx, axis=1), 0.0)
+    # each chosen interval's sum over its own cells, not every candidate's
+    z = st.grids[0].indicators.T[idx]  # (K, kmax, T)
+    zar = np.where(used, np.einsum("kjt,kt->kj", z, r0), 0.0)
     delta = np.einsum("kab,kb->ka", m_inv, zar)
     az = (st.a_cols[w[:, None], e1] - st.a_cols[w[:, None], s]) * used[:, :, None]
     cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv
