@@ -177,8 +177,8 @@ def _final_rows(
     mats = [g.a for g in st.grids]
     r0, qa = residual_products(levels, mats, w), residual_products(q, mats, w)
     # each chosen interval's sum over its own cells, not every candidate's
-    z = st.grids[0].indicators.T[idx]  # (K, kmax, T)
-    zar = np.where(used, np.einsum("kjt,kt->kj", z, r0), 0.0)
+    own = st.grids[0].indicators.T[idx]  # (K, kmax, T)
+    zar = np.where(used, np.einsum("kjt,kt->kj", own, r0), 0.0)
     delta = np.einsum("kab,kb->ka", m_inv, zar)
     az = (st.a_cols[w[:, None], e1] - st.a_cols[w[:, None], s]) * used[:, :, None]
     cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv
