@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regimes._stats.selection import TINY, Scratch, select
+from regimes._stats.selection import TINY, Scratch, residual_products, select
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE
 from regimes._stats.stack import Stack, basis, by_smoother
 
@@ -79,9 +79,10 @@ def _scores(
     :data:`~regimes._stats.smoother.KNOT_PRICE` for its hinge.
     """
     t = levels.shape[1]
+    # the pairs come by row; their products with A are made by smoother, order kept
+    order = np.argsort(pw, kind="stable")
     e = np.empty(levels.shape)
-    for part in by_smoother(pw, np.arange(pw.size)):
-        e[part] = levels[part] @ st.a[pw[part[0]]]
+    e[order] = residual_products(levels[order], list(st.a), pw[order])
     fitted = np.einsum("pjt,pj->pt", q, np.einsum("pjt,pt->pj", q, levels))
     free = t - st.trace[pw]
     edf = free + (KNOT_PRICE - 1.0) * st.hinged[pw]
