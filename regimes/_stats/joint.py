@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from regimes._stats.selection import TINY, Scratch, residual_products, select
+from regimes._stats.selection import TINY, residual_products, select
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE
-from regimes._stats.stack import Stack, basis, by_smoother
+from regimes._stats.stack import Stack, basis
 
 __all__ = ["Menu", "choose", "joint_choice"]
 
@@ -102,7 +102,6 @@ def joint_choice(
     first: tuple[np.ndarray, np.ndarray],
     menu: Menu | None,
     h2: float,
-    work: Scratch,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Offer each row every smoother of its menu with that smoother's own regimes.
 
@@ -122,10 +121,7 @@ def joint_choice(
     picks = chosen[pr]
     kept = np.any(chosen >= 0, axis=1)
     need = np.flatnonzero((which[pr] != pw) & (kept[pr] | ~st.hinged[pw]))
-    parts = by_smoother(pw, need)
-    picked = select([(levels[pr[p]], st.grids[int(pw[p[0]])]) for p in parts], h2, kmax, work)
-    for p, part in zip(parts, picked, strict=True):
-        picks[p] = part
+    picks[need] = select(levels[pr[need]], st, pw[need], h2, kmax)
     q = basis(st, pw, picks)
     scores, bare = _scores(levels[pr], st, pw, picks, q, h2)
     # a table row per row: its pairs in order, then the same pairs scored bare, so that

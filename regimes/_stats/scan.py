@@ -66,17 +66,9 @@ from regimes._stats.intervals import (
 )
 from regimes._stats.joint import Menu, choose, joint_choice
 from regimes._stats.selection import TINY as _TINY
-from regimes._stats.selection import Grid as _Grid
-from regimes._stats.selection import (
-    Near,
-    Scratch,
-    residual_products,
-    scratch,
-    select,
-    select_near,
-)
+from regimes._stats.selection import Near, residual_products, select, select_near
 from regimes._stats.smoother import GCV_GAMMA, Smoother
-from regimes._stats.stack import Stack, basis, by_smoother, stack_of
+from regimes._stats.stack import Stack, basis, stack_of
 
 __all__ = [
     "GCV_GAMMA",
@@ -200,24 +192,12 @@ def _final_rows(
     return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend, cov
 
 
-def _select_all(
-    levels: np.ndarray, grids: list[_Grid], which: np.ndarray, h: float, kmax: int, work: Scratch
-) -> np.ndarray:
-    chosen = np.full((levels.shape[0], kmax), -1)
-    sets = by_smoother(which, np.arange(levels.shape[0]))
-    picked = select([(levels[rows], grids[which[rows[0]]]) for rows in sets], h * h, kmax, work)
-    for rows, part in zip(sets, picked, strict=True):
-        chosen[rows] = part
-    return chosen
-
-
 def _fit_one(
     levels: np.ndarray,
     st: Stack,
     h: float,
     kmax: int,
     held: np.ndarray | None,
-    work: Scratch,
     near: Near | None = None,
     menu: Menu | None = None,
 ) -> RowFit:
@@ -232,12 +212,12 @@ def _fit_one(
     choice would repeat the first. Rows whose smoother is ``held`` only select their
     regimes.
     """
-    k_rows, grids = levels.shape[0], st.grids
+    k_rows = levels.shape[0]
     which = choose(levels, st, menu) if held is None else held.copy()
     if near is None:
-        chosen = _select_all(levels, grids, which, h, kmax, work)
+        chosen = select(levels, st, which, h * h, kmax)
     else:
-        chosen = select_near(levels, grids, which, near, h * h, kmax)
+        chosen = select_near(levels, st, which, near, h * h, kmax)
     selected = np.any(chosen >= 0, axis=1)
     again = np.flatnonzero((selected | st.hinged[which]) & (held is None))
     # each row's basis is its own (no sum runs across rows): the winner's serves the
@@ -247,7 +227,7 @@ def _fit_one(
         offered = None if menu is None else (menu[0][again], menu[1])
         first = (which[again], chosen[again])
         which[again], chosen[again], q[again] = joint_choice(
-            levels[again], st, first, offered, h * h, work
+            levels[again], st, first, offered, h * h
         )
     # the same model written by the conventions: steps first, then the peaks at the
     # onset or end of another regime side by side with it, and slow starts read as
@@ -382,10 +362,6 @@ def fit_rows(
     # near their blocks' regimes hold few intervals, and their own work arrays)
     n = 1 if near is not None else max(intervals[0].size, 1)
     chunk = min(_MAX_ROWS, max(1, _ROW_CELLS // (sm.size * n)))
-    # the joint choice offers each row to every other smoother: up to S times its rows
-    most = sm.edf.size if menu is None else int(menu[1].sum(axis=1).max())
-    offered = levels.shape[0] * (most if held is None else 1)
-    work = scratch(min(chunk, offered), n, kmax)
     parts = [
         _fit_one(
             levels[i : i + chunk],
@@ -393,7 +369,6 @@ def fit_rows(
             h,
             kmax,
             None if held is None else held[i : i + chunk],
-            work,
             None if near is None else (near[0][i : i + chunk], near[1]),
             None if menu is None else (menu[0][i : i + chunk], menu[1]),
         )

@@ -1,34 +1,35 @@
-r"""Greedy forward selection of intervals, for many sets of rows on their own smoothers.
+r"""Greedy forward selection of intervals, each row on its own smoother.
 
-Each step adds to every row the interval :math:`z` that reduces its residual sum of
-squares most, :math:`(z^\top A_Z r)^2 / z^\top A_Z z`, until an interval no longer
-lowers :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (the maths:
-:mod:`regimes._stats.scan`).
+Each step adds to a row the interval :math:`z` that reduces its residual sum of squares
+most, :math:`(z^\top A_Z r)^2 / z^\top A_Z z`, until an interval no longer lowers
+:math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (the maths: :mod:`regimes._stats.scan`).
 
-A fit offers a row to several smoothers (each its own first choice, then every other
-where the first selected a regime), so selection runs on several sets of rows at once,
-each with its own smoother, in lockstep: each matrix product is made per set, on the
-same rows as a set on its own would make it (how BLAS rounds a product depends on its
-shape, and the answers must not), and everything else once over all the sets' rows.
-Selection over a few dozen rows is dominated by the cost of each array operation, not
-by its size: fitted one set at a time, a grid of eight smoothers paid it eight times.
+The loop over a row's steps is compiled (numba): a step reads each candidate interval
+once for its gain and once to update its sums, where numpy's one pass per array
+operation over rows x intervals made about a dozen, on arrays too small for the passes
+to pay (selection took a third of a 1M-row call that way; ``bench/speed.py``). Each
+row is selected on its own, so a row's choice does not depend on the rows selected
+beside it.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+import numba
 import numpy as np
+
+if TYPE_CHECKING:
+    from regimes._stats.stack import Stack
 
 __all__ = [
     "Grid",
     "Near",
-    "Scratch",
     "explained_floor",
     "residual_products",
-    "scratch",
     "select",
     "select_near",
+    "steps_allowed",
 ]
 
 TINY = 1e-9
@@ -68,37 +69,6 @@ class Grid(NamedTuple):
     trace: float
 
 
-class Scratch(NamedTuple):
-    """Work arrays of :func:`select`, ``(K, n)``, allocated once per fit.
-
-    Fresh arrays of this size, one set per selection, would each fault in their pages.
-    ``sums``: the basis's interval sums, one ``(K, n)`` per step but the last.
-    """
-
-    den: np.ndarray
-    off: np.ndarray
-    gain: np.ndarray
-    explained: np.ndarray
-    sums: np.ndarray
-
-
-def scratch(k_rows: int, n: int, kmax: int) -> Scratch:
-    """Return work arrays for selections of up to ``k_rows`` rows among ``n`` intervals."""
-    return Scratch(
-        np.empty((k_rows, n)),
-        np.empty((k_rows, n), dtype=bool),
-        np.empty((k_rows, n)),
-        np.empty((k_rows, n)),
-        np.empty((max(kmax - 1, 0), k_rows, n)),
-    )
-
-
-_SET_ROWS = 16
-"""Rows per set, on average, below which :func:`_gains` gathers each row's ``z'Az`` and
-floor instead of looping over the sets: a union of hinged smoothers gives a selection
-hundreds of sets of a few rows, and two calls per set and step cost more than a pass."""
-
-
 def residual_products(values: np.ndarray, mats: list[np.ndarray], group: np.ndarray) -> np.ndarray:
     """Return ``values[k] @ mats[group[k]]`` for every row ``k``, rows ordered by ``group``.
 
@@ -112,267 +82,181 @@ def residual_products(values: np.ndarray, mats: list[np.ndarray], group: np.ndar
     return out
 
 
-def _bounds(group: np.ndarray, count: int) -> list[tuple[int, int]]:
-    """Return each set's rows ``[a, b)``: the live rows stay ordered by set."""
-    edges = np.searchsorted(group, np.arange(count + 1)).tolist()
-    return list(zip(edges[:-1], edges[1:], strict=True))
+def steps_allowed(trace: np.ndarray, kmax: int) -> np.ndarray:
+    """Return the most intervals each smoother allows: one per three residual df, 1 to ``kmax``.
 
-
-class _Sets(NamedTuple):
-    """The smoothers of one selection, as :func:`_best` reads them.
-
-    ``grids``: one per set; ``zaz``, ``floor``: theirs stacked ``(S, n)`` where the
-    sets are small, gathered per row at each step instead of a loop over the sets
-    (None where sets are few and large: each set's row then broadcasts).
+    On a short grid, more would fit the noise away and leave the scale to nothing.
     """
-
-    grids: list[Grid]
-    zaz: np.ndarray | None
-    floor: np.ndarray | None
+    return np.clip((trace - 1.0) // 3, 1, kmax).astype(np.int64)
 
 
-def _sets(grids: list[Grid], rows: int) -> _Sets:
-    if len(grids) * _SET_ROWS <= rows:
-        return _Sets(grids, None, None)
-    return _Sets(grids, np.stack([g.zaz for g in grids]), np.stack([g.floor for g in grids]))
+# the compiled kernels: error_model="numpy" lets a division by an explained interval's
+# zero give inf (discarded) instead of raising, and lets the loops over intervals vectorise
 
 
-def _gains(
-    rz: np.ndarray, sets: _Sets, group: np.ndarray, explained: np.ndarray | None, w: Scratch
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Fill ``w``'s first rows with each interval's gain and ``z'A_Z z``; return them.
-
-    ``z'A_Z z`` is None where it is each set's own ``z'Az`` (before the first interval,
-    sets looped over).
-    """
-    n = rz.shape[0]
-    den, off, gain = w.den[:n], w.off[:n], w.gain[:n]
-    if sets.zaz is not None and sets.floor is not None:
-        np.take(sets.zaz, group, axis=0, out=den)
-        if explained is not None:
-            np.subtract(den, explained, out=den)
-        np.take(sets.floor, group, axis=0, out=gain)
-        # den is finite (the basis is), so "not above the floor" is "at most it"
-        np.less_equal(den, gain, out=off)
-        np.square(rz, out=gain)
-        np.divide(gain, den, out=gain)
-        np.copyto(gain, -1.0, where=off)
-        return gain, den
-    np.square(rz, out=gain)
-    # dividing everywhere and overwriting the intervals explained already is faster
-    # than a masked division; what those few quotients overflow to is discarded (the
-    # caller silences their warnings: one context per step would cost more)
-    bounds = _bounds(group, len(sets.grids))
-    for g, (a, b) in zip(sets.grids, bounds, strict=True):
-        if a >= b:
-            continue
-        if explained is None:
-            # before the first interval a set's rows share z'Az: divided by it as a row
-            # vector, not by copies of it
-            np.divide(gain[a:b], g.zaz, out=gain[a:b])
-            np.copyto(gain[a:b], -1.0, where=g.zaz <= g.floor)
-        else:
-            np.subtract(g.zaz, explained[a:b], out=den[a:b])
-            np.less_equal(den[a:b], g.floor, out=off[a:b])
-    if explained is None:
-        return gain, None
-    np.divide(gain, den, out=gain)
-    np.copyto(gain, -1.0, where=off)
-    return gain, den
+@numba.njit(cache=True, error_model="numpy")
+def _bic(rss: float, trace: float, k: int, t: int, h2: float) -> float:
+    spare = max(trace - k, 1.0)
+    return t * np.log(max(rss / spare, TINY * TINY)) + h2 * k
 
 
+@numba.njit(cache=True, error_model="numpy")
+def _interval_sums(
+    v: np.ndarray, pre: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray
+) -> None:
+    """Fill ``out`` with the sum of ``v`` over every interval (a prefix sum's differences)."""
+    pre[0] = 0.0
+    for j in range(v.size):
+        pre[j + 1] = pre[j] + v[j]
+    for i in range(starts.size):
+        out[i] = pre[ends[i] + 1] - pre[starts[i]]
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _best(
-    rz: np.ndarray,
-    sets: _Sets,
-    group: np.ndarray,
-    explained: np.ndarray | None,
-    w: Scratch,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return each row's best interval, its gain and ``z'A_Z z``, for residual sums ``rz``.
+    rz: np.ndarray, explained: np.ndarray, zaz: np.ndarray, floor: np.ndarray, gain: np.ndarray
+) -> tuple[int, float]:
+    """Return the interval of largest gain and the gain; the first in order on a tie.
 
-    ``rz``: the residual's sum over every interval, ``r'z``; ``explained``: the sums of
-    squares of the basis's interval sums, ``None`` before the first interval
-    (``z'A_Z z`` is then ``z'Az``). Works in the first ``len(rz)`` rows of ``w``: on rows
-    of a few dozen draws each step is dominated by passes over these arrays, so none is
-    allocated afresh.
+    An interval touching the first cell and its complement, a step to the end, fit the
+    same model (the trend has a free constant): their gains tie exactly, and which one
+    rounding favours must not decide. A NaN or infinite gain has no tolerance: the
+    first interval is taken.
     """
-    n = rz.shape[0]
-    gain, den = _gains(rz, sets, group, explained, w)
-    # an interval touching the first cell and its complement, a step to the end, fit
-    # the same model (the trend has a free constant): their gains tie exactly, and
-    # which one rounding favours must not decide; the first in candidate order wins.
-    # Only a row whose runner-up is within the tolerance can have a tie before its first
-    # maximum, so only those rows are searched (a row whose best gain is not positive
-    # takes nothing, whichever interval is its best)
-    rows = np.arange(n)
-    best = np.argmax(gain, axis=1)
-    top = gain[rows, best]
-    low = top - _TIE * np.abs(top)
-    gain[rows, best] = -np.inf
-    runner_up = gain.max(axis=1)
-    gain[rows, best] = top
-    near = (runner_up >= low) & (top > 0)
-    if near.any():
-        best[near] = np.argmax(gain[near] >= low[near, None], axis=1)
-    # a row whose best gain is NaN or infinite has no tolerance: nothing ties with it,
-    # and its first interval counts as its best (low holds no -inf, so a NaN sum is a
-    # NaN entry, and a NaN is the one value unequal to itself)
-    total = low.sum()
-    if total != total:
-        lost = np.flatnonzero(np.isnan(low))
-        best[lost], top[lost] = 0, gain[lost, 0]
-    if den is not None:
-        return best, top, den[rows, best]
-    picked = np.empty(n)
-    for g, (a, b) in zip(sets.grids, _bounds(group, len(sets.grids)), strict=True):
-        picked[a:b] = g.zaz[best[a:b]]
-    return best, top, picked
+    for i in range(rz.size):
+        den = zaz[i] - explained[i]
+        value = rz[i] * rz[i] / den
+        gain[i] = -1.0 if den <= floor[i] else value
+    top, best = -np.inf, 0
+    for i in range(rz.size):
+        if gain[i] > top:
+            top, best = gain[i], i
+        elif gain[i] != gain[i]:
+            return 0, gain[0]
+    if top == np.inf:
+        return 0, gain[0]
+    if top > 0:
+        low = top - _TIE * abs(top)
+        for i in range(best):
+            if gain[i] >= low:
+                return i, gain[i]
+    return best, top
 
 
-class _State(NamedTuple):
-    """The live rows of a selection, compacted as rows leave (ordered by set).
-
-    ``live``: their index among all rows; ``group``: their set; ``lev``, ``r``: levels
-    and residual; ``rz``: the residual's interval sums; ``q``: the basis so far;
-    ``sums``: its interval sums; ``explained``: their running sum of squares.
-    """
-
-    live: np.ndarray
-    group: np.ndarray
-    lev: np.ndarray
-    r: np.ndarray
-    rz: np.ndarray
-    q: np.ndarray
-    sums: list[np.ndarray]
-    explained: np.ndarray | None
-
-
-def _keep(s: _State, rows: np.ndarray) -> _State:
-    """Return the state of the rows ``rows`` (a mask) only."""
-    live, group, lev, r, rz, q = (v[rows] for v in (s.live, s.group, s.lev, s.r, s.rz, s.q))
-    explained = None if s.explained is None else s.explained[rows]
-    return _State(live, group, lev, r, rz, q, [v[rows] for v in s.sums], explained)
+@numba.njit(cache=True, error_model="numpy")
+def _add(
+    lev: np.ndarray, r: np.ndarray, q: np.ndarray, step: int, vec: np.ndarray, fitted: np.ndarray
+) -> float:
+    """Make ``vec`` the basis's row ``step``; take its part out of ``r``; return the new RSS."""
+    value = 0.0
+    for j in range(lev.size):
+        q[step, j] = vec[j]
+        value += vec[j] * lev[j]
+    rss = 0.0
+    for j in range(lev.size):
+        r[j] -= vec[j] * value
+        rss += r[j] * r[j]
+    fitted[0] = value
+    return rss
 
 
-def _start(parts: list[tuple[np.ndarray, Grid]], kmax: int) -> _State:
-    """Return the state before the first step: every row live, its residual ``A l``."""
-    sizes = [lev.shape[0] for lev, _ in parts]
-    lev = np.concatenate([lev for lev, _ in parts])
-    group = np.repeat(np.arange(len(parts)), sizes)
-    r = residual_products(lev, [g.a for _, g in parts], group)
-    # the parts' intervals are the same: one product for every row
-    rz = r @ parts[0][1].indicators
-    q = np.zeros((lev.shape[0], kmax, lev.shape[1]))
-    return _State(np.arange(lev.shape[0]), group, lev, r, rz, q, [], None)
+@numba.njit(cache=True, error_model="numpy")
+def _row(
+    lev: np.ndarray,
+    a: np.ndarray,
+    a_cols: np.ndarray,
+    zaz: np.ndarray,
+    floor: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    steps: int,
+    trace: float,
+    h2: float,
+    out: np.ndarray,
+    w: tuple[np.ndarray, ...],
+) -> None:
+    """Select one row's intervals into ``out`` (its smoother's arrays; ``w``: work arrays)."""
+    r, rz, explained, gain, pre, vec, rss, q, sums, fitted = w
+    t = lev.size
+    r[:] = 0.0
+    for i in range(t):
+        for j in range(t):
+            r[j] += lev[i] * a[i, j]
+    _interval_sums(r, pre, starts, ends, rz)
+    explained[:] = 0.0
+    rss[:] = np.inf
+    rss[0] = np.sum(r * r)
+    for step in range(steps):
+        best, top = _best(rz, explained, zaz, floor, gain)
+        if not top > 0:
+            break
+        out[step] = best
+        scale = np.sqrt(zaz[best] - explained[best])
+        for j in range(t):
+            v = a_cols[ends[best] + 1, j] - a_cols[starts[best], j]
+            for m in range(step):
+                v -= sums[m, best] * q[m, j]
+            vec[j] = v / scale
+        rss[step + 1] = _add(lev, r, q, step, vec, fitted)
+        # forward selection stops where the last interval did not lower BIC (the
+        # criterion's minimum is then behind it), and at the smoother's last step
+        lowered = _bic(rss[step + 1], trace, step + 1, t, h2) < _bic(rss[step], trace, step, t, h2)
+        if step + 1 >= steps or not lowered:
+            break
+        # the residual loses fitted * vec, so its interval sums lose fitted * vec's
+        _interval_sums(vec, pre, starts, ends, sums[step])
+        for i in range(rz.size):
+            rz[i] -= fitted[0] * sums[step, i]
+            explained[i] += sums[step, i] * sums[step, i]
+    keep, lowest = 0, np.inf
+    for k in range(rss.size):
+        value = _bic(rss[k], trace, k, t, h2)
+        if value < lowest:
+            keep, lowest = k, value
+    out[keep:] = -1
 
 
-class _Step(NamedTuple):
-    """What every step of one selection reads: its smoothers and the steps each allows.
-
-    ``a_cols``: the smoothers' :attr:`Grid.a_cols`, stacked ``(S, T + 1, T)``;
-    ``trace``: each smoother's ``tr A``; ``h2``: the penalty of one interval.
-    """
-
-    sets: _Sets
-    a_cols: np.ndarray
-    steps: np.ndarray
-    trace: np.ndarray
-    h2: float
-    work: Scratch
-
-
-def _step(s: _State, c: _Step, step: int, chosen: np.ndarray, rss: np.ndarray) -> _State:
-    """Add each live row's best interval to its model; return the rows that go on.
-
-    A row goes on while its last interval lowered its criterion and its set allows
-    another step.
-    """
-    best, top, den = _best(s.rz, c.sets, s.group, s.explained, c.work)
-    take = top > 0
-    if not take.all():
-        s, best, den = _keep(s, take), best[take], den[take]
-    chosen[s.live, step] = best
-    g = c.sets.grids[0]
-    vec = c.a_cols[s.group, g.ends[best] + 1] - c.a_cols[s.group, g.starts[best]]
-    if s.sums:
-        zq = np.empty((best.size, step))
-        for j, v in enumerate(s.sums):
-            zq[:, j] = v[np.arange(best.size), best]
-        vec -= np.einsum("kj,kjt->kt", zq, s.q[:, :step])
-    np.divide(vec, np.sqrt(den)[:, None], out=vec)
-    s.q[:, step] = vec
-    # np.add.reduce is what np.sum runs, without its wrappers' cost per call
-    fitted = np.add.reduce(vec * s.lev, axis=1, keepdims=True)
-    np.subtract(s.r, vec * fitted, out=s.r)
-    rss[s.live, step + 1] = np.add.reduce(np.square(s.r), axis=1)
-    # forward selection stops a row where its last interval did not lower BIC (the
-    # criterion's minimum is then behind it), and a set at its last step: the interval
-    # sums below would serve a next step only
-    go_on = (c.steps[s.group] > step + 1) & _improved(rss, s, c.trace, step, c.h2)
-    if not go_on.all():
-        s, vec, fitted = _keep(s, go_on), vec[go_on], fitted[go_on]
-    m, w = s.live.size, c.work
-    if m == 0:
-        return s
-    np.matmul(vec, g.indicators, out=w.sums[step, :m])
-    sums = w.sums[step, :m]
-    # the residual loses fitted * vec, so its interval sums lose fitted * sums: one
-    # product per step where computing r'z afresh would take a second
-    np.subtract(s.rz, np.multiply(fitted, sums, out=w.gain[:m]), out=s.rz)
-    if s.explained is None:
-        explained = np.square(sums, out=w.explained[:m])
-    else:
-        explained = s.explained
-        explained += np.square(sums, out=w.gain[:m])
-    return s._replace(sums=[*s.sums, sums], explained=explained)
-
-
-def _bic(rss: np.ndarray, trace: np.ndarray, k: np.ndarray, t: int, h2: float) -> np.ndarray:
-    r""":math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2`, :math:`\nu_k` = trace - k (at least 1)."""
-    spare = np.maximum(trace - k, 1.0)
-    return t * np.log(np.maximum(rss / spare, TINY * TINY)) + h2 * k
-
-
-def _improved(rss: np.ndarray, s: _State, trace: np.ndarray, step: int, h2: float) -> np.ndarray:
-    """Whether each live row's interval of ``step`` lowered its BIC."""
-    ks = np.array([step, step + 1])
-    t = s.lev.shape[1]
-    bic = _bic(rss[s.live, step : step + 2], trace[s.group][:, None], ks[None, :], t, h2)
-    return bic[:, 1] < bic[:, 0]
-
-
-def _select_together(
-    parts: list[tuple[np.ndarray, Grid]], h2: float, kmax: int, work: Scratch
+@numba.njit(cache=True, error_model="numpy")
+def _forward(
+    levels: np.ndarray,
+    which: np.ndarray,
+    a: np.ndarray,
+    a_cols: np.ndarray,
+    zaz: np.ndarray,
+    floor: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    steps: np.ndarray,
+    trace: np.ndarray,
+    h2: float,
+    kmax: int,
 ) -> np.ndarray:
-    """Select on every part at once; return the chosen intervals of all their rows."""
-    s = _start(parts, kmax)
-    grids = [g for _, g in parts]
-    k_rows, t = s.lev.shape
-    chosen = np.full((k_rows, kmax), -1)
-    rss = np.full((k_rows, kmax + 1), np.inf)
-    rss[:, 0] = np.sum(s.r**2, axis=1)
-    trace = np.array([g.trace for g in grids])
-    # each regime needs about three residual degrees of freedom of its own: on a short
-    # grid, more would fit the noise away and leave the scale to nothing
-    steps = np.array([min(kmax, max(1, int((v - 1.0) // 3))) for v in trace])
-    c = _Step(_sets(grids, k_rows), np.stack([g.a_cols for g in grids]), steps, trace, h2, work)
-    group = s.group
-    # what the division in _best overflows to is discarded
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        for step in range(int(steps.max())):
-            s = _step(s, c, step, chosen, rss)
-            if s.live.size == 0:
-                break
-    k = np.arange(kmax + 1)[None, :]
-    keep = np.argmin(_bic(rss, trace[group][:, None], k, t, h2), axis=1)
-    chosen[np.arange(kmax)[None, :] >= keep[:, None]] = -1
+    """Select every row on its smoother ``which[k]``; return the chosen intervals ``(K, kmax)``."""
+    k_rows, t = levels.shape
+    n = starts.size
+    chosen = np.full((k_rows, kmax), -1, dtype=np.int64)
+    w = (
+        np.empty(t), np.empty(n), np.empty(n), np.empty(n), np.empty(t + 1), np.empty(t),
+        np.empty(kmax + 1), np.empty((kmax, t)), np.empty((kmax, n)), np.empty(1),
+    )  # fmt: skip
+    for k in range(k_rows):
+        g = which[k]
+        _row(
+            levels[k], a[g], a_cols[g], zaz[g], floor[g], starts, ends,
+            steps[g], trace[g], h2, chosen[k], w,
+        )  # fmt: skip
     return chosen
 
 
 def select(
-    parts: list[tuple[np.ndarray, Grid]], h2: float, kmax: int, work: Scratch
-) -> list[np.ndarray]:
-    r"""Greedy forward selection of intervals, stopped by BIC, on each part.
+    levels: np.ndarray,
+    st: Stack,
+    which: np.ndarray,
+    h2: float,
+    kmax: int,
+    candidates: np.ndarray | None = None,
+) -> np.ndarray:
+    r"""Greedy forward selection of intervals, stopped by BIC, for each row on its smoother.
 
     Each step adds the interval that reduces the residual sum of squares most, while
     that lowers :math:`T \log (\mathrm{RSS}_k / \nu_k) + k h^2` (``h2``: the penalty
@@ -388,35 +272,47 @@ def select(
 
     Parameters
     ----------
-    parts : list of (numpy.ndarray, Grid)
-        Row sets ``(K_i, T)``, each with its smoother; each of at most as many rows as
-        ``work`` holds. The smoothers are of one grid: their candidate intervals are
-        the same.
+    levels : numpy.ndarray
+        Rows ``(K, T)``.
+    st : Stack
+        The grid's smoothers (:mod:`regimes._stats.stack`).
+    which : numpy.ndarray
+        Each row's smoother ``(K,)``, an index into ``st``.
     h2 : float
         The penalty of one interval.
     kmax : int
         Most intervals per row.
-    work : Scratch
-        Work arrays; parts are selected together while their rows fit in it.
+    candidates : numpy.ndarray, optional
+        The candidate intervals the rows select among, ascending indices; by default
+        every one.
 
     Returns
     -------
-    list of numpy.ndarray
-        Per part, the chosen intervals ``(K_i, kmax)``, -1 where unused.
+    numpy.ndarray
+        The chosen intervals ``(K, kmax)``, indices among every candidate, -1 where unused.
     """
-    cap = work.den.shape[0]
-    out: list[np.ndarray] = []
-    first = 0
-    while first < len(parts):
-        last, rows = first, 0
-        while last < len(parts) and (last == first or rows + parts[last][0].shape[0] <= cap):
-            rows += parts[last][0].shape[0]
-            last += 1
-        chosen = _select_together(parts[first:last], h2, kmax, work)
-        edges = np.cumsum([p[0].shape[0] for p in parts[first:last]])[:-1]
-        out += np.split(chosen, edges)
-        first = last
-    return out
+    g = st.grids[0]
+    zaz, floor, starts, ends = st.zaz, st.floor, g.starts, g.ends
+    if candidates is not None:
+        zaz, floor = zaz[:, candidates], floor[:, candidates]
+        starts, ends = starts[candidates], ends[candidates]
+    chosen = _forward(
+        np.ascontiguousarray(levels, dtype=float),
+        np.asarray(which, dtype=np.int64),
+        st.a,
+        st.a_cols,
+        np.ascontiguousarray(zaz),
+        np.ascontiguousarray(floor),
+        starts,
+        ends,
+        steps_allowed(st.trace, kmax),
+        st.trace,
+        float(h2),
+        int(kmax),
+    )
+    if candidates is None:
+        return chosen
+    return np.where(chosen >= 0, candidates[np.maximum(chosen, 0)], -1)
 
 
 Near = tuple[np.ndarray, list[np.ndarray]]
@@ -424,59 +320,18 @@ Near = tuple[np.ndarray, list[np.ndarray]]
 
 
 def select_near(
-    levels: np.ndarray,
-    grids: list[Grid],
-    which: np.ndarray,
-    near: Near,
-    h2: float,
-    kmax: int,
+    levels: np.ndarray, st: Stack, which: np.ndarray, near: Near, h2: float, kmax: int
 ) -> np.ndarray:
     """Select each block of rows among its own candidate intervals, as :func:`select` does.
 
-    Parameters
-    ----------
-    levels : numpy.ndarray
-        Rows ``(K, T)``.
-    grids : list of Grid
-        The smoothers; row ``k`` is selected on ``grids[which[k]]``.
-    which : numpy.ndarray
-        Each row's smoother ``(K,)``.
-    near : Near
-        Each row's block ``(K,)``, and per block the indices of the candidate intervals
-        its rows may select; a block without any selects nothing.
-    h2 : float
-        The penalty of one interval.
-    kmax : int
-        Most intervals per row.
-
-    Returns
-    -------
-    numpy.ndarray
-        The chosen intervals ``(K, kmax)``, indices among every candidate, -1 where unused.
+    ``near``: each row's block ``(K,)``, and per block the indices of the candidate
+    intervals its rows may select (a block without any selects nothing). Returns the
+    chosen intervals ``(K, kmax)``, indices among every candidate, -1 where unused.
     """
     block, candidates = near
     chosen = np.full((levels.shape[0], kmax), -1)
     for b in np.unique(block).tolist():
         rows, sub = np.flatnonzero(block == b), candidates[b]
-        if not sub.size:
-            continue
-        # the same rows and smoother with fewer columns: each grid's per-interval arrays
-        # are sliced to the block's candidates, and the choices mapped back
-        parts = [(rows[which[rows] == w], grids[w]) for w in np.unique(which[rows]).tolist()]
-        narrow = [
-            (
-                levels[r],
-                g._replace(
-                    zaz=g.zaz[sub],
-                    floor=g.floor[sub],
-                    starts=g.starts[sub],
-                    ends=g.ends[sub],
-                    indicators=g.indicators[:, sub],
-                ),
-            )
-            for r, g in parts
-        ]
-        picked = select(narrow, h2, kmax, scratch(rows.size, sub.size, kmax))
-        for (r, _), part in zip(parts, picked, strict=True):
-            chosen[r] = np.where(part >= 0, sub[np.maximum(part, 0)], -1)
+        if sub.size:
+            chosen[rows] = select(levels[rows], st, which[rows], h2, kmax, sub)
     return chosen

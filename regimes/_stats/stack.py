@@ -15,7 +15,7 @@ from regimes._stats.intervals import candidate_intervals, interval_indicators
 from regimes._stats.selection import Grid, explained_floor
 from regimes._stats.smoother import Smoother, last_knot
 
-__all__ = ["Stack", "basis", "by_smoother", "grid_of", "stack_of", "stacked"]
+__all__ = ["Stack", "basis", "grid_of", "stack_of", "stacked"]
 
 
 class Stack(NamedTuple):
@@ -139,10 +139,3 @@ def basis(st: Stack, w: np.ndarray, chosen: np.ndarray) -> np.ndarray:
             prefix[rows, j, 1:] = np.cumsum(q[rows, j], axis=1)
     return q
 
-
-def by_smoother(w: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
-    """Split the indices ``rows`` by their smoother ``w[rows]``, smoothers ascending, order kept."""
-    if not rows.size:
-        return []
-    by = rows[np.argsort(w[rows], kind="stable")]
-    return np.split(by, np.flatnonzero(np.diff(w[by])) + 1)

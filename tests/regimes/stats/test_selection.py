@@ -6,17 +6,17 @@ import numpy as np
 
 from regimes._stats.intervals import candidate_intervals, interval_indicators
 from regimes._stats.scan import selection_threshold
-from regimes._stats.selection import Grid, scratch, select
+from regimes._stats.selection import select
 from regimes._stats.smoother import smoother_for
-from regimes._stats.stack import grid_of as _grid
+from regimes._stats.stack import Stack, stacked
 
 T = 24
 KMAX = 4
 
 
-def _setup() -> tuple[np.ndarray, Grid]:
+def _setup() -> tuple[np.ndarray, Stack]:
     a = smoother_for(np.log(16.0 * np.arange(1, T + 1))).residual[0]
-    return a, _grid(a, candidate_intervals(T), interval_indicators(T), -1)
+    return a, stacked(a[None], np.array([-1]), candidate_intervals(T), interval_indicators(T))
 
 
 def _rss(levels: np.ndarray, a: np.ndarray, chosen: list[int]) -> float:
@@ -42,7 +42,7 @@ def _bic(rss: float, trace: float, k: int, h2: float) -> float:
 
 
 def test_selection_stops_at_the_first_interval_that_does_not_lower_bic():
-    a, grid = _setup()
+    a, st = _setup()
     rng = np.random.default_rng(0)
     levels = rng.normal(0.0, 0.05, size=(200, T))
     # a bump and one of either sign right after it: on such rows the criterion can rise
@@ -53,10 +53,10 @@ def test_selection_stops_at_the_first_interval_that_does_not_lower_bic():
         row[s : s + w] += rng.normal(0.0, 0.12)
         row[s + w : s + 2 * w] += rng.normal(0.0, 0.12)
     h2 = selection_threshold(T, 2.0) ** 2
-    work = scratch(levels.shape[0], grid.zaz.size, KMAX)
-    kept = select([(levels, grid)], h2, KMAX, work)[0]
+    which = np.zeros(levels.shape[0], dtype=int)
+    kept = select(levels, st, which, h2, KMAX)
     # a reward instead of a penalty: every step lowers the criterion, the whole path
-    path = select([(levels, grid)], -1e9, KMAX, work)[0]
+    path = select(levels, st, which, -1e9, KMAX)
     trace = float(np.trace(a))
     cap = min(KMAX, max(1, int((trace - 1.0) // 3)))
     for row in range(levels.shape[0]):
@@ -67,11 +67,39 @@ def test_selection_stops_at_the_first_interval_that_does_not_lower_bic():
 
 
 def test_a_clear_spike_is_selected_and_nothing_else():
-    a, grid = _setup()
+    _, st = _setup()
     levels = np.random.default_rng(5).normal(0.0, 0.02, size=(1, T))
     levels[0, 9:11] += 0.5
     h2 = selection_threshold(T, 2.0) ** 2
-    chosen = select([(levels, grid)], h2, KMAX, scratch(1, grid.zaz.size, KMAX))[0][0]
+    chosen = select(levels, st, np.zeros(1, dtype=int), h2, KMAX)[0]
     starts, ends = candidate_intervals(T)
     picked = [(int(starts[c]), int(ends[c])) for c in chosen if c >= 0]
     assert picked == [(9, 10)]
+
+
+def test_a_rows_choice_does_not_depend_on_the_rows_beside_it():
+    _, st = _setup()
+    rng = np.random.default_rng(7)
+    levels = rng.normal(0.0, 0.05, size=(60, T))
+    levels[::3, 5:8] += 0.4
+    h2 = selection_threshold(T, 2.0) ** 2
+    which = np.zeros(levels.shape[0], dtype=int)
+    together = select(levels, st, which, h2, KMAX)
+    alone = np.concatenate([select(levels[k : k + 1], st, which[:1], h2, KMAX) for k in range(60)])
+    assert np.array_equal(together, alone)
+    assert (together[::3] >= 0).any(axis=1).all()
+
+
+def test_a_candidate_subset_chooses_among_its_own_intervals_only():
+    _, st = _setup()
+    levels = np.random.default_rng(3).normal(0.0, 0.02, size=(1, T))
+    levels[0, 18:20] += 0.5
+    starts, ends = candidate_intervals(T)
+    h2 = selection_threshold(T, 2.0) ** 2
+    one = np.zeros(1, dtype=int)
+    # the indices returned are among every candidate, whatever the subset
+    assert select(levels, st, one, h2, KMAX, np.flatnonzero(starts >= 14)).tolist() == (
+        select(levels, st, one, h2, KMAX).tolist()
+    )
+    chosen = select(levels, st, one, h2, KMAX, np.flatnonzero((starts > 19) | (ends < 18)))[0]
+    assert all(ends[c] < 18 or starts[c] > 19 for c in chosen if c >= 0)
