@@ -292,21 +292,26 @@ def select(
         The chosen intervals ``(K, kmax)``, indices among every candidate, -1 where unused.
     """
     g = st.grids[0]
-    zaz, floor, starts, ends = st.zaz, st.floor, g.starts, g.ends
+    a, a_cols, zaz, floor, trace = st.a, st.a_cols, st.zaz, st.floor, st.trace
+    starts, ends = g.starts, g.ends
     if candidates is not None:
-        zaz, floor = zaz[:, candidates], floor[:, candidates]
+        # a subset is asked for by few rows (one curve's draws), on one smoother or a
+        # few: only theirs are sliced
+        used, which = np.unique(which, return_inverse=True)
+        a, a_cols, trace = a[used], a_cols[used], trace[used]
+        zaz, floor = zaz[np.ix_(used, candidates)], floor[np.ix_(used, candidates)]
         starts, ends = starts[candidates], ends[candidates]
     chosen = _forward(
         np.ascontiguousarray(levels, dtype=float),
         np.asarray(which, dtype=np.int64),
-        st.a,
-        st.a_cols,
-        np.ascontiguousarray(zaz),
-        np.ascontiguousarray(floor),
+        a,
+        a_cols,
+        zaz,
+        floor,
         starts,
         ends,
-        steps_allowed(st.trace, kmax),
-        st.trace,
+        steps_allowed(trace, kmax),
+        trace,
         float(h2),
         int(kmax),
     )

@@ -62,7 +62,10 @@ def stacked(
     p = np.zeros((s, t + 1, t + 1))
     p[:, 1:, 1:] = np.cumsum(np.cumsum(residual, axis=1), axis=2)
     e1 = ends + 1
-    zaz = p[:, e1, e1] - p[:, starts, e1] - p[:, e1, starts] + p[:, starts, starts]
+    # contiguous by rows: selection reads a smoother's row of it at once
+    zaz = np.ascontiguousarray(
+        p[:, e1, e1] - p[:, starts, e1] - p[:, e1, starts] + p[:, starts, starts]
+    )
     floor = explained_floor(zaz)
     for knot in sorted(set(knots[knots >= 0].tolist())):
         # a regime from the knot or the cell after it, beside a hinge there, is a hinge a

@@ -150,10 +150,11 @@ class CurveModel(NamedTuple):
 
 
 class _Noise(NamedTuple):
-    """A curve's cell noise, its trials' sampling variance and its difference scale."""
+    """A curve's cell noise, its trials' sampling variance and scale, its difference scale."""
 
     sigma: float
     sampling: float
+    within: float
     differences: float
 
 
@@ -239,12 +240,6 @@ def _within(c: CurveInput) -> float:
     # noise a median is credited with (the bootstrap still draws the hiccups)
     trials = c.pools.trials
     return float(1.4826 * np.median(np.abs(trials))) if trials.size else 0.0
-
-
-def _between(c: CurveInput, sigma: float) -> float:
-    """Cell noise beyond the trials' own: the between-cell (process) part."""
-    sampling = median_variance_factor(c.n) * _within(c) ** 2 / c.n
-    return float(np.sqrt(max(0.0, sigma**2 - float(sampling.mean()))))
 
 
 def _slice(fit: RowFit, start: int, stop: int) -> RowFit:
@@ -363,7 +358,8 @@ def _fit_curves(
     sm = offered.sm
     levels = np.stack([c.level for c in curves])
     raw = fit_rows(levels, sm, o.h, KMAX, menu=(offered.menu, offered.menus))
-    sampling = np.array([_sampling(c) for c in curves])
+    within = np.array([_within(c) for c in curves])
+    sampling = np.array([_sampling(c, w) for c, w in zip(curves, within, strict=True)])
     fit = as_tested(raw, levels, sm, sampling, o.direction, o.tau0, o.alpha)
     # differences of the detrended levels: a bent trend would inflate those of the levels
     differences = difference_scale(sm.u, levels - raw.trend)
@@ -372,15 +368,23 @@ def _fit_curves(
     nulls = _null_maxima(curves, (raw, fit), rows, sampling, offered, o)
     tested_with_noise = [
         _curve_model(
-            c, fit, i, sm, _Noise(noise[i], sampling[i], differences[i]), nulls.get(i), gauss, o
+            c,
+            fit,
+            i,
+            sm,
+            _Noise(noise[i], sampling[i], within[i], differences[i]),
+            nulls.get(i),
+            gauss,
+            o,
         )
         for i, c in enumerate(curves)
     ]
     models = [m for m, _ in tested_with_noise]
     _add_spread(models, curves, (raw, fit), sampling, sm, o)
     models = [
-        m._replace(sigma=float(raw.sigma[i]), tau=_between(c, float(raw.sigma[i])))
-        for i, (m, c) in enumerate(zip(models, curves, strict=True))
+        # the between-cell (process) part of the cell noise: beyond the trials' own
+        m._replace(sigma=sigma, tau=float(np.sqrt(max(0.0, sigma**2 - v))))
+        for m, sigma, v in zip(models, raw.sigma.tolist(), sampling.tolist(), strict=True)
     ]
     ladder = int(np.sum(~sm.hinged))
     unhinged = np.where(sm.hinged[raw.which], (raw.which - ladder) % ladder, raw.which)
@@ -513,9 +517,9 @@ def _near(regimes: list[Regime], t: int) -> np.ndarray:
     return np.flatnonzero(inside)
 
 
-def _sampling(c: CurveInput) -> float:
+def _sampling(c: CurveInput, within: float) -> float:
     """Return the cells' mean sampling variance from their trials (a level's noise floor)."""
-    return float(np.mean(median_variance_factor(c.n) * _within(c) ** 2 / c.n))
+    return float(np.mean(median_variance_factor(c.n) * within**2 / c.n))
 
 
 def _curve_model(
@@ -550,7 +554,7 @@ def _curve_model(
         curve=c.curve,
         trend=fit.trend[i],
         sigma=sigma,
-        sigma_within=_within(c),
+        sigma_within=float(noise.within),
         df=df,
         edf=float(sm.edf[which]),
         tau=0.0,
