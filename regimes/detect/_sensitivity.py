@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from scipy import special
 
@@ -264,7 +265,7 @@ def power_tables(
 def _geometry(table: PowerTable, sm: Smoother) -> tuple[np.ndarray, ...]:
     """Return the smoother, bounds, :math:`z'Az` and width class of every regime of a table.
 
-    From prefix sums of :math:`A`. :func:`_misfit` reads them for every curve a table
+    From prefix sums of :math:`A`. :func:`_power` reads them for every curve a table
     serves, and they do not depend on the curve: computed once per table.
     """
     p2 = np.zeros((sm.residual.shape[0], sm.size + 1, sm.size + 1))
@@ -275,22 +276,58 @@ def _geometry(table: PowerTable, sm: Smoother) -> tuple[np.ndarray, ...]:
     return w, a, b, np.maximum(zaz, 1e-12), width_class(b - a)
 
 
-def _misfit(
-    table: PowerTable, sm: Smoother, trend: np.ndarray, geometry: tuple[np.ndarray, ...]
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""Return the trend's part in every draw: each regime's bias and the residual's.
+def _trend_part(sm: Smoother, trend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Return the prefix sums of :math:`Ag` ``(S, T + 1)`` and :math:`\lVert Ag \rVert^2` ``(S,)``.
 
-    Bias ``(W, L, D, K)`` and residual sum of squares ``(W, L, D)``.
-
-    For smoother :math:`A` and regime :math:`z`: :math:`z'Ag / z'Az` and
-    :math:`\lVert Ag \rVert^2`, from prefix sums of :math:`Ag`; ``geometry``: the
-    table's :func:`_geometry`.
+    For each smoother :math:`A` of the grid and the curve's trend :math:`g`: what the
+    smoother leaves of the trend, whose sum over a regime :math:`z` adds
+    :math:`z'Ag / z'Az` to its estimate (a difference of two prefix sums) and whose
+    sum of squares adds to the residual's.
     """
-    w, a, b, zaz, _ = geometry
     ag = np.einsum("wij,j->wi", sm.residual, trend)  # (S, T)
     pre = np.concatenate([np.zeros((ag.shape[0], 1)), np.cumsum(ag, axis=1)], axis=1)
-    zag = pre[w, b] - pre[w, a]
-    return zag / zaz, np.sum(ag**2, axis=1)[table.which]
+    return pre, np.sum(ag**2, axis=1)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _power(
+    table: tuple[np.ndarray, ...],
+    geometry: tuple[np.ndarray, ...],
+    trend_part: tuple[np.ndarray, np.ndarray],
+    critical: np.ndarray,
+    noise: tuple[float, float, float, float, float],
+) -> np.ndarray:
+    """Return the share of draws reported, per width and height ``(W, L)``.
+
+    ``table``: the draws' ``delta``, ``se_unit``, ``sigma``, ``df`` and ``which``;
+    ``geometry``: their regimes' bounds, :math:`z'Az` and width classes
+    (:func:`_geometry`); ``trend_part``: :func:`_trend_part`; ``noise``: the curve's
+    sigma, the table's sign, ``tau0``, the prior's df and ``rho``. Compiled: per curve
+    these are a few passes over ``(W, L, D, K)`` draws, which as numpy operations cost
+    more in their calls' overhead than in their work.
+    """
+    delta, se_unit, t_sigma, t_df, which = table
+    a, b, zaz, classes = geometry
+    pre, rss = trend_part
+    sigma, sign, tau0, prior_df, rho = noise
+    n_w, n_l, n_d, n_k = delta.shape
+    power = np.empty((n_w, n_l))
+    for w in range(n_w):
+        for h in range(n_l):
+            count = 0
+            for d in range(n_d):
+                s, df = which[w, h, d], t_df[w, h, d]
+                var = t_sigma[w, h, d] ** 2 + rss[s] / (sigma**2 * max(df, 1.0))
+                m = np.sqrt((prior_df * rho + df * var) / (prior_df + df))
+                for k in range(n_k):
+                    bias = (pre[s, b[w, h, d, k]] - pre[s, a[w, h, d, k]]) / zaz[w, h, d, k]
+                    estimate = sigma * delta[w, h, d, k] + sign * bias
+                    z = (estimate - tau0) / (sigma * se_unit[w, h, d, k] * m)
+                    if z >= critical[classes[w, h, d, k]]:
+                        count += 1
+                        break
+            power[w, h] = count / n_d
+    return power
 
 
 def detectable_ratios(
@@ -321,15 +358,10 @@ def detectable_ratios(
     sigma = max(curve.sigma, 1e-9)
     trend = np.zeros(sm.size) if table.about_trend else curve.trend
     geometry = _geometry(table, sm) if geometry is None else geometry
-    bias, rss = _misfit(table, sm, trend, geometry)
-    var = table.sigma**2 + rss / (sigma**2 * np.maximum(table.df, 1.0))
-    m = np.sqrt((curve.prior_df * curve.rho + table.df * var) / (curve.prior_df + table.df))
-    with np.errstate(invalid="ignore"):
-        estimate = sigma * table.delta + table.sign * bias
-        z = (estimate - curve.tau0) / (sigma * table.se_unit * m[..., None])
-    critical = curve.critical[geometry[4]]
-    reported = (np.nan_to_num(z, nan=-np.inf) >= critical).any(axis=-1)
-    power = reported.mean(axis=-1)  # (W, L)
+    _, start, end, zaz, classes = geometry
+    drawn = (table.delta, table.se_unit, table.sigma, table.df, table.which)
+    noise = (sigma, float(table.sign), curve.tau0, curve.prior_df, curve.rho)
+    power = _power(drawn, (start, end, zaz, classes), _trend_part(sm, trend), curve.critical, noise)
     return tuple(
         _crossing(table.heights, power[k], sigma) if table.valid[k] else float("nan")
         for k in range(len(SENSITIVITY_WIDTHS))
