@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regimes._stats.final_fit import final_rows
 from regimes._stats.intervals import (
     as_steps,
     candidate_intervals,
@@ -66,9 +67,9 @@ from regimes._stats.intervals import (
 )
 from regimes._stats.joint import Menu, choose, joint_choice
 from regimes._stats.selection import TINY as _TINY
-from regimes._stats.selection import Near, residual_products, select, select_near
+from regimes._stats.selection import Near, select, select_near
 from regimes._stats.smoother import GCV_GAMMA, Smoother
-from regimes._stats.stack import Stack, basis, stack_of
+from regimes._stats.stack import Stack, stack_of
 
 __all__ = [
     "GCV_GAMMA",
@@ -81,11 +82,13 @@ __all__ = [
 ]
 
 _ROW_CELLS = 20_000_000
-"""Rows x cells x intervals per chunk: bounds the memory of the per-interval arrays.
+"""Rows x cells x intervals per chunk: about 300 rows of a 50-cell grid.
 
-About 300 rows of a 50-cell grid, whose per-interval arrays hold 3 MB each. A chunk is
-shared among the smoothers a fit offers (up to 32), and a quarter of this split each
-smoother's rows into products of a few rows: 1.2 times the time of a 1M-row sweep."""
+Selection and the final fit hold nothing per interval across rows (they are compiled,
+a row at a time), but the joint choice offers each row up to 32 smoothers, each pair
+with its basis, and at this size a chunk's arrays stay in cache: chunks four times as
+large made a 1M-row call of ``bench/speed.py`` 1.25 times as long (4.6 s against
+3.6 s, alternated), chunks half as large no faster."""
 
 _MAX_ROWS = 2000
 """Most rows per chunk, however short the grid: on a 9-cell grid the bound above allows
@@ -138,60 +141,6 @@ def difference_scale(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return np.maximum(1.4826 * np.median(np.abs(d), axis=1), _TINY)
 
 
-def _final_rows(
-    levels: np.ndarray, st: Stack, w: np.ndarray, chosen: np.ndarray, q: np.ndarray | None
-) -> tuple[np.ndarray, ...]:
-    """Estimates, unit standard errors, residual scale, df, trend and covariance of each row.
-
-    Row ``k`` holds the intervals ``chosen[k]`` on smoother ``w[k]`` of ``st``, rows
-    ordered by smoother; ``q``: their basis (:func:`~regimes._stats.stack.basis`), where
-    the joint choice built it already.
-
-    The products with each row's ``A`` are made per smoother
-    (:func:`~regimes._stats.selection.residual_products`); everything else once over
-    all rows.
-    """
-    k_rows, kmax = chosen.shape
-    idx = np.maximum(chosen, 0)
-    used = chosen >= 0
-    s, e1 = st.grids[0].starts[idx], st.grids[0].ends[idx] + 1
-    p, ws = st.prefix2, w[:, None, None]
-    m = (
-        p[ws, e1[:, :, None], e1[:, None, :]]
-        - p[ws, s[:, :, None], e1[:, None, :]]
-        - p[ws, e1[:, :, None], s[:, None, :]]
-        + p[ws, s[:, :, None], s[:, None, :]]
-    )
-    pair = used[:, :, None] & used[:, None, :]
-    m = np.where(pair, m, 0.0) + np.where(~used, 1.0, 0.0)[:, :, None] * np.eye(kmax)
-    m_inv = np.linalg.pinv(m, hermitian=True)
-    q = basis(st, w, chosen) if q is None else q
-    mats = [g.a for g in st.grids]
-    r0, qa = residual_products(levels, mats, w), residual_products(q, mats, w)
-    # each chosen interval's sum over its own cells, not every candidate's
-    own = st.grids[0].indicators.T[idx]  # (K, kmax, T)
-    zar = np.where(used, np.einsum("kjt,kt->kj", own, r0), 0.0)
-    delta = np.einsum("kab,kb->ka", m_inv, zar)
-    az = (st.a_cols[w[:, None], e1] - st.a_cols[w[:, None], s]) * used[:, :, None]
-    cov = m_inv @ (az @ np.swapaxes(az, 1, 2)) @ m_inv
-    se_unit = np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
-    e = r0 - np.einsum("kjt,kj->kt", q, np.einsum("kjt,kt->kj", q, levels))
-    df = (
-        st.a_squared[w]
-        - 2.0 * np.einsum("kjt,kjt->k", qa, q)
-        + np.sum((q @ np.swapaxes(q, 1, 2)) ** 2, axis=(1, 2))
-    )
-    df = np.maximum(df, _TINY)
-    sigma = np.sqrt(np.sum(e**2, axis=1) / df)
-    cells = np.arange(levels.shape[1])[None, :, None]
-    z = (cells >= np.where(used, s, levels.shape[1])[:, None, :]) & (
-        cells < np.where(used, e1, 0)[:, None, :]
-    )
-    trend = levels - e - np.einsum("kti,ki->kt", z.astype(float), np.where(used, delta, 0.0))
-    cov = np.where(pair, cov, 0.0)
-    return np.where(used, delta, np.nan), np.where(used, se_unit, np.nan), sigma, df, trend, cov
-
-
 def _fit_one(
     levels: np.ndarray,
     st: Stack,
@@ -234,7 +183,7 @@ def _fit_one(
     # such (their estimates decide)
     chosen = as_steps(chosen, levels.shape[1])
     q_final = None if held is not None else q
-    fit = _final_by_smoother(levels, st, which, chosen, q_final)
+    fit = _final_fit(levels, st, which, chosen, q_final)
     moved = side_by_side(chosen, fit.delta, levels.shape[1])
     slow = slow_starts(chosen, fit.delta, levels.shape[1])
     moved = np.where(moved == chosen, slow, moved)
@@ -253,7 +202,7 @@ def _refitted(
     """Return ``fit`` with ``rows`` fitted again with the intervals ``chosen`` (basis ``q``)."""
     if not rows.size:
         return fit
-    part = _final_by_smoother(levels[rows], st, fit.which[rows], chosen, q)
+    part = _final_fit(levels[rows], st, fit.which[rows], chosen, q)
     fields = []
     for whole, refitted in zip(fit, part, strict=True):
         field = whole.copy()
@@ -262,25 +211,15 @@ def _refitted(
     return RowFit(*fields)
 
 
-def _final_by_smoother(
+def _final_fit(
     levels: np.ndarray,
     st: Stack,
     which: np.ndarray,
     chosen: np.ndarray,
     q: np.ndarray | None,
 ) -> RowFit:
-    """Return :func:`_final_rows` of every row on its own smoother, as a :class:`RowFit`."""
-    # stable: each smoother's rows keep their order, as in a product over them alone
-    order = np.argsort(which, kind="stable")
-    parts = _final_rows(
-        levels[order], st, which[order], chosen[order], None if q is None else q[order]
-    )
-    fields = []
-    for part in parts:
-        field = np.empty_like(part)
-        field[order] = part
-        fields.append(field)
-    delta, se_unit, sigma, df, trend, cov = fields
+    """Return :func:`~regimes._stats.final_fit.final_rows` of every row, as a :class:`RowFit`."""
+    delta, se_unit, sigma, df, trend, cov = final_rows(levels, st, which, chosen, q)
     return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend, delta, cov)
 
 
@@ -290,7 +229,7 @@ def refit_with(levels: np.ndarray, sm: Smoother, which: np.ndarray, chosen: np.n
     Nothing is selected: a reading of the rows that the caller writes (the regimes of
     another fit, with one more or one less).
     """
-    return _final_by_smoother(levels, stack_of(sm), which, chosen, None)
+    return _final_fit(levels, stack_of(sm), which, chosen, None)
 
 
 def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarray) -> RowFit:
@@ -358,8 +297,7 @@ def fit_rows(
     """
     intervals = candidate_intervals(sm.size)
     st = stack_of(sm)
-    # rows per chunk: bounded by the memory of the per-interval arrays (rows selecting
-    # near their blocks' regimes hold few intervals, and their own work arrays)
+    # rows per chunk (rows selecting near their blocks' regimes hold few intervals)
     n = 1 if near is not None else max(intervals[0].size, 1)
     chunk = min(_MAX_ROWS, max(1, _ROW_CELLS // (sm.size * n)))
     parts = [

@@ -141,4 +141,3 @@ def basis(st: Stack, w: np.ndarray, chosen: np.ndarray) -> np.ndarray:
             # the last interval's sums would serve a next one only
             prefix[rows, j, 1:] = np.cumsum(q[rows, j], axis=1)
     return q
-

@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from regimes._stats.final_fit import final_rows
 from regimes._stats.intervals import candidate_intervals, interval_indicators
-from regimes._stats.scan import RowFit, _final_rows
+from regimes._stats.scan import RowFit
 from regimes._stats.smoother import smoother_for
 from regimes._stats.stack import stacked as _stacked
 from regimes.detect._regimes import as_tested
@@ -31,7 +32,7 @@ def _fit(levels: np.ndarray, *pairs: tuple[int, int]) -> RowFit:
     st = _stacked(SM.residual[:1], np.array([-1]), candidate_intervals(T), interval_indicators(T))
     one = np.zeros(1, dtype=np.int64)
     chosen = _index(*pairs)
-    delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, chosen, None)
+    delta, se, sigma, df, trend, cov = final_rows(levels, st, one, chosen, None)
     return RowFit(chosen, delta, se, sigma, df, one, trend, delta, cov)
 
 

@@ -104,15 +104,15 @@ def test_a_spike_before_a_step_is_measured_against_the_trend():
 
 def _final(levels: np.ndarray, chosen: np.ndarray, apart: bool = False) -> RowFit:
     """The fit of ``chosen`` on a fixed smoother, each regime's level its mean."""
+    from regimes._stats.final_fit import final_rows
     from regimes._stats.intervals import interval_indicators
-    from regimes._stats.scan import _final_rows
     from regimes._stats.stack import stacked as _stacked
 
     sm = smoother_for(np.log(16.0 * np.arange(1, T + 1)))
     st = _stacked(sm.residual[2:3], np.array([-1]), candidate_intervals(T), interval_indicators(T))
     one = np.zeros(levels.shape[0], dtype=np.int64)
     rows = np.repeat(chosen, levels.shape[0], axis=0)
-    delta, se, sigma, df, trend, cov = _final_rows(levels, st, one, rows, None)
+    delta, se, sigma, df, trend, cov = final_rows(levels, st, one, rows, None)
     fit = RowFit(rows, delta, se, sigma, df, one, trend, delta, cov)
     return mean_levels(fit, T, np.full(rows.shape, apart))
 
