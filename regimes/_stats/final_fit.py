@@ -10,7 +10,7 @@ intervals :math:`Z` (a regime each):
 
 with :math:`e = A_Z \ell` the residual of the joint fit, :math:`A_Z = A - Q^\top Q` for
 the basis :math:`Q` of :math:`Z` orthonormal in the metric of :math:`A`
-(:func:`regimes._stats.stack.basis`), :math:`\hat\sigma^2 = \lVert e\rVert^2 /
+(Gram-Schmidt), :math:`\hat\sigma^2 = \lVert e\rVert^2 /
 \operatorname{tr}(A_Z^2)` and the trend :math:`\ell - e - Z\hat\delta`. The pseudo-inverse
 (of the eigen-decomposition, eigenvalues under :math:`10^{-15}` of the largest taken as
 zero, as :func:`numpy.linalg.pinv` does) keeps a row whose intervals are dependent (an
@@ -32,7 +32,7 @@ import numpy as np
 if TYPE_CHECKING:
     from regimes._stats.stack import Stack
 
-__all__ = ["final_rows"]
+__all__ = ["final_rows", "residual_sums"]
 
 _TINY = 1e-9
 """Smallest residual degrees of freedom."""
@@ -151,50 +151,140 @@ def _row(
 
 
 @numba.njit(cache=True, error_model="numpy")
+def _intervals(
+    chosen: np.ndarray,
+    s: int,
+    st: tuple[np.ndarray, ...],
+    intervals: tuple[np.ndarray, np.ndarray],
+    z: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """Fill ``z`` with one row's intervals on smoother ``s``: ``Z'AZ``, ``AZ``, bounds, ``z'Az``.
+
+    ``Z'AZ`` holds the identity where an interval is unused, bounds ``-1``; ``z'Az`` its
+    value and the floor below which the interval is explained already.
+    """
+    a_cols, prefix2, zaz, floor = st[1], st[2], st[3], st[4]
+    starts, ends = intervals
+    m, az, bounds, z_az = z
+    kmax = m.shape[0]
+    for j in range(kmax):
+        c = chosen[j]
+        m[j, :] = 0.0
+        m[j, j] = 1.0
+        az[j, :] = 0.0
+        bounds[j, 0], bounds[j, 1] = -1, -1
+        z_az[j, 0], z_az[j, 1] = 0.0, 0.0
+        if c >= 0:
+            bounds[j, 0], bounds[j, 1] = starts[c], ends[c] + 1
+            az[j, :] = a_cols[s, ends[c] + 1] - a_cols[s, starts[c]]
+            z_az[j, 0], z_az[j, 1] = zaz[s, c], floor[s, c]
+    for i in range(kmax):
+        for j in range(kmax):
+            if bounds[i, 0] >= 0 and bounds[j, 0] >= 0:
+                s0, e0, s1, e1 = bounds[i, 0], bounds[i, 1], bounds[j, 0], bounds[j, 1]
+                m[i, j] = (
+                    prefix2[s, e0, e1]
+                    - prefix2[s, s0, e1]
+                    - prefix2[s, e0, s1]
+                    + prefix2[s, s0, s1]
+                )
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _work(kmax: int, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Work arrays of :func:`_intervals`."""
+    return (
+        np.empty((kmax, kmax)),
+        np.empty((kmax, t)),
+        np.empty((kmax, 2), dtype=np.int64),
+        np.empty((kmax, 2)),
+    )
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _rows(
     levels: np.ndarray,
     w: np.ndarray,
     chosen: np.ndarray,
-    q_given: np.ndarray,
     st: tuple[np.ndarray, ...],
     intervals: tuple[np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, ...]:
-    """Fit every row on its smoother ``w[k]`` (:func:`_row`); ``q_given`` empty: build bases."""
-    a, a_cols, prefix2, zaz, floor, a_sq = st
-    starts, ends = intervals
+    """Fit every row on its smoother ``w[k]`` (:func:`_row`)."""
+    a, a_sq = st[0], st[5]
     k_rows, kmax = chosen.shape
     t = levels.shape[1]
     delta, se = np.empty((k_rows, kmax)), np.empty((k_rows, kmax))
     cov, trend = np.empty((k_rows, kmax, kmax)), np.empty((k_rows, t))
     scale = np.empty((k_rows, 2))
-    m, az, q = np.empty((kmax, kmax)), np.empty((kmax, t)), np.empty((kmax, t))
-    bounds, z_az = np.empty((kmax, 2), dtype=np.int64), np.empty((kmax, 2))
+    z, q = _work(kmax, t), np.empty((kmax, t))
     work = (np.empty((kmax + 1, t)), np.empty((kmax, kmax)))
     for k in range(k_rows):
-        s, p = w[k], prefix2[w[k]]
-        m[:], az[:], bounds[:], z_az[:] = np.eye(kmax), 0.0, -1, 0.0
-        for j in range(kmax):
-            c = chosen[k, j]
-            if c >= 0:
-                bounds[j, 0], bounds[j, 1] = starts[c], ends[c] + 1
-                az[j] = a_cols[s, ends[c] + 1] - a_cols[s, starts[c]]
-                z_az[j, 0], z_az[j, 1] = zaz[s, c], floor[s, c]
-        for i in range(kmax):
-            for j in range(kmax):
-                if bounds[i, 0] >= 0 and bounds[j, 0] >= 0:
-                    s0, e0, s1, e1 = bounds[i, 0], bounds[i, 1], bounds[j, 0], bounds[j, 1]
-                    m[i, j] = p[e0, e1] - p[s0, e1] - p[e0, s1] + p[s0, s1]
-        if q_given.shape[0]:
-            q[:] = q_given[k]
-        else:
-            _basis(az, z_az, bounds, q)
+        _intervals(chosen[k], w[k], st, intervals, z)
+        m, az, bounds, z_az = z
+        _basis(az, z_az, bounds, q)
         out = (delta[k], se[k], cov[k], trend[k], scale[k])
-        _row(levels[k], a[s], a_sq[s], (m, az, bounds, q), out, work)
+        _row(levels[k], a[w[k]], a_sq[w[k]], (m, az, bounds, q), out, work)
     return delta, se, scale[:, 0].copy(), scale[:, 1].copy(), trend, cov
 
 
+@numba.njit(cache=True, error_model="numpy")
+def _sums(
+    levels: np.ndarray,
+    w: np.ndarray,
+    chosen: np.ndarray,
+    st: tuple[np.ndarray, ...],
+    intervals: tuple[np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """Per row: the residual sums of squares with and without its intervals, and ``tr Q'Q``."""
+    a = st[0]
+    k_rows, kmax = chosen.shape
+    t = levels.shape[1]
+    out = np.empty((k_rows, 3))
+    z, q, r = _work(kmax, t), np.empty((kmax, t)), np.empty(t)
+    for k in range(k_rows):
+        _intervals(chosen[k], w[k], st, intervals, z)
+        _basis(z[1], z[3], z[2], q)
+        lev, aw = levels[k], a[w[k]]
+        r[:] = 0.0
+        for i in range(t):
+            for c in range(t):
+                r[c] += lev[i] * aw[i, c]
+        out[k, 0] = np.sum(r * r)
+        for j in range(kmax):
+            r -= np.dot(q[j], lev) * q[j]
+        out[k, 1], out[k, 2] = np.sum(r * r), np.sum(q * q)
+    return out
+
+
+def _arguments(st: Stack) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
+    g = st.grids[0]
+    return (st.a, st.a_cols, st.prefix2, st.zaz, st.floor, st.a_squared), (g.starts, g.ends)
+
+
+def residual_sums(
+    levels: np.ndarray, st: Stack, w: np.ndarray, chosen: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Return each row's residual sums of squares without and with its intervals, and ``tr Q'Q``.
+
+    :math:`\lVert A\ell\rVert^2`, :math:`\lVert A_Z\ell\rVert^2` and
+    :math:`\operatorname{tr}(Q^\top Q)`, the degrees of freedom its intervals' basis
+    takes, for row ``k`` on smoother ``w[k]`` of ``st`` with the intervals ``chosen[k]``
+    (``(K, kmax)``, -1 where unused): the joint choice's scores
+    (:mod:`regimes._stats.joint`).
+    """
+    arrays, intervals = _arguments(st)
+    out = _sums(
+        np.ascontiguousarray(levels, dtype=float),
+        np.asarray(w, dtype=np.int64),
+        np.asarray(chosen, dtype=np.int64),
+        arrays,
+        intervals,
+    )
+    return out[:, 0], out[:, 1], out[:, 2]
+
+
 def final_rows(
-    levels: np.ndarray, st: Stack, w: np.ndarray, chosen: np.ndarray, q: np.ndarray | None
+    levels: np.ndarray, st: Stack, w: np.ndarray, chosen: np.ndarray
 ) -> tuple[np.ndarray, ...]:
     """Estimates, unit standard errors, residual scale, df, trend and covariance of each row.
 
@@ -208,8 +298,6 @@ def final_rows(
         Each row's smoother ``(K,)``.
     chosen : numpy.ndarray
         Each row's intervals ``(K, kmax)``, -1 where unused.
-    q : numpy.ndarray, optional
-        Their basis ``(K, kmax, T)`` where the caller built it already.
 
     Returns
     -------
@@ -218,14 +306,11 @@ def final_rows(
         ``(K,)``, ``trend`` ``(K, T)`` and the unit covariance ``(K, kmax, kmax)`` (0
         where an interval is unused).
     """
-    g = st.grids[0]
-    arrays = (st.a, st.a_cols, st.prefix2, st.zaz, st.floor, st.a_squared)
-    given = np.zeros((0, *chosen.shape[1:], levels.shape[1])) if q is None else q
+    arrays, intervals = _arguments(st)
     return _rows(
         np.ascontiguousarray(levels, dtype=float),
         np.asarray(w, dtype=np.int64),
         np.asarray(chosen, dtype=np.int64),
-        np.ascontiguousarray(given, dtype=float),
         arrays,
-        (g.starts, g.ends),
+        intervals,
     )

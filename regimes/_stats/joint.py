@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from regimes._stats.selection import TINY, residual_products, select
+from regimes._stats.final_fit import residual_sums
+from regimes._stats.selection import TINY, select
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE
-from regimes._stats.stack import Stack, basis
+from regimes._stats.stack import Stack
 
 __all__ = ["Menu", "choose", "joint_choice"]
 
@@ -69,31 +70,26 @@ def choose(levels: np.ndarray, st: Stack, menu: Menu | None) -> np.ndarray:
 
 
 def _scores(
-    levels: np.ndarray, st: Stack, pw: np.ndarray, picks: np.ndarray, q: np.ndarray, h2: float
+    levels: np.ndarray, st: Stack, pw: np.ndarray, picks: np.ndarray, h2: float
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Each pair's joint score with its regimes, and without any, ``(P,)`` each.
 
-    ``levels``: each pair's row; ``pw``: its smoother; ``picks``, ``q``: its regimes and
-    their basis. :math:`\mathrm{GCV} = T\,\mathrm{RSS}/(T - \gamma\nu)^2` with
-    :math:`\nu` the trend's and the regimes' degrees of freedom; a hinged trend pays
+    ``levels``: each pair's row; ``pw``: its smoother; ``picks``: its regimes.
+    :math:`\mathrm{GCV} = T\,\mathrm{RSS}/(T - \gamma\nu)^2` with :math:`\nu` the
+    trend's and the regimes' degrees of freedom; a hinged trend pays
     :data:`~regimes._stats.smoother.KNOT_PRICE` for its hinge.
     """
     t = levels.shape[1]
-    # the pairs come by row; their products with A are made by smoother, order kept
-    order = np.argsort(pw, kind="stable")
-    e = np.empty(levels.shape)
-    e[order] = residual_products(levels[order], list(st.a), pw[order])
-    fitted = np.einsum("pjt,pj->pt", q, np.einsum("pjt,pt->pj", q, levels))
+    bare_rss, rss, regimes_df = residual_sums(levels, st, pw, picks)
     free = t - st.trace[pw]
     edf = free + (KNOT_PRICE - 1.0) * st.hinged[pw]
 
-    def score(residual: np.ndarray, used: np.ndarray, k: np.ndarray) -> np.ndarray:
-        rss = np.sum(residual**2, axis=1)
+    def score(rss: np.ndarray, used: np.ndarray, k: np.ndarray) -> np.ndarray:
         gcv = t * rss / np.maximum(t - GCV_GAMMA * used, TINY) ** 2
         return t * np.log(np.maximum(gcv, TINY * TINY)) + h2 * k + np.log(t) * edf
 
-    with_regimes = score(e - fitted, free + np.sum(q**2, axis=(1, 2)), np.sum(picks >= 0, axis=1))
-    return with_regimes, score(e, free, np.zeros(pw.size))
+    with_regimes = score(rss, free + regimes_df, np.sum(picks >= 0, axis=1))
+    return with_regimes, score(bare_rss, free, np.zeros(pw.size))
 
 
 def joint_choice(
@@ -102,7 +98,7 @@ def joint_choice(
     first: tuple[np.ndarray, np.ndarray],
     menu: Menu | None,
     h2: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Offer each row every smoother of its menu with that smoother's own regimes.
 
     ``first``: each row's first smoother and its selection ``(K, kmax)``. A row's own
@@ -111,8 +107,7 @@ def joint_choice(
     answer a hinge, not a step); a smoother hinged in the grid's last step is scored
     without regimes too (docs/method.md, section 2). The pair with the smallest
     :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T` wins, the first offered
-    on a tie, with regimes before without. Returns each row's smoother, regimes and
-    their basis ``(K, kmax, T)``.
+    on a tie, with regimes before without. Returns each row's smoother and regimes.
     """
     which, chosen = first
     k_rows, kmax = chosen.shape
@@ -122,8 +117,7 @@ def joint_choice(
     kept = np.any(chosen >= 0, axis=1)
     need = np.flatnonzero((which[pr] != pw) & (kept[pr] | ~st.hinged[pw]))
     picks[need] = select(levels[pr[need]], st, pw[need], h2, kmax)
-    q = basis(st, pw, picks)
-    scores, bare = _scores(levels[pr], st, pw, picks, q, h2)
+    scores, bare = _scores(levels[pr], st, pw, picks, h2)
     # a table row per row: its pairs in order, then the same pairs scored bare, so that
     # argmin takes the first offered on a tie, with regimes before without
     start = np.searchsorted(pr, np.arange(k_rows))
@@ -134,5 +128,4 @@ def joint_choice(
     table[pr, width + slot] = np.where(st.last_step[pw], bare, np.inf)
     best = np.argmin(table, axis=1)
     pair, bare_best = start + best % width, best >= width
-    chosen = np.where(bare_best[:, None], -1, picks[pair])
-    return pw[pair], chosen, np.where(bare_best[:, None, None], 0.0, q[pair])
+    return pw[pair], np.where(bare_best[:, None], -1, picks[pair])

@@ -161,7 +161,6 @@ def _fit_one(
     choice would repeat the first. Rows whose smoother is ``held`` only select their
     regimes.
     """
-    k_rows = levels.shape[0]
     which = choose(levels, st, menu) if held is None else held.copy()
     if near is None:
         chosen = select(levels, st, which, h * h, kmax)
@@ -169,26 +168,20 @@ def _fit_one(
         chosen = select_near(levels, st, which, near, h * h, kmax)
     selected = np.any(chosen >= 0, axis=1)
     again = np.flatnonzero((selected | st.hinged[which]) & (held is None))
-    # each row's basis is its own (no sum runs across rows): the winner's serves the
-    # final fit, and the rows without a regime have an empty one
-    q = np.zeros((k_rows, kmax, levels.shape[1]))
     if again.size:
         offered = None if menu is None else (menu[0][again], menu[1])
         first = (which[again], chosen[again])
-        which[again], chosen[again], q[again] = joint_choice(
-            levels[again], st, first, offered, h * h
-        )
+        which[again], chosen[again] = joint_choice(levels[again], st, first, offered, h * h)
     # the same model written by the conventions: steps first, then the peaks at the
     # onset or end of another regime side by side with it, and slow starts read as
     # such (their estimates decide)
     chosen = as_steps(chosen, levels.shape[1])
-    q_final = None if held is not None else q
-    fit = _final_fit(levels, st, which, chosen, q_final)
+    fit = _final_fit(levels, st, which, chosen)
     moved = side_by_side(chosen, fit.delta, levels.shape[1])
     slow = slow_starts(chosen, fit.delta, levels.shape[1])
     moved = np.where(moved == chosen, slow, moved)
     rows = np.flatnonzero((moved != chosen).any(axis=1))
-    return _refitted(levels, st, fit, rows, moved[rows], None if q_final is None else q_final[rows])
+    return _refitted(levels, st, fit, rows, moved[rows])
 
 
 def _refitted(
@@ -197,12 +190,11 @@ def _refitted(
     fit: RowFit,
     rows: np.ndarray,
     chosen: np.ndarray,
-    q: np.ndarray | None,
 ) -> RowFit:
-    """Return ``fit`` with ``rows`` fitted again with the intervals ``chosen`` (basis ``q``)."""
+    """Return ``fit`` with ``rows`` fitted again with the intervals ``chosen``."""
     if not rows.size:
         return fit
-    part = _final_fit(levels[rows], st, fit.which[rows], chosen, q)
+    part = _final_fit(levels[rows], st, fit.which[rows], chosen)
     fields = []
     for whole, refitted in zip(fit, part, strict=True):
         field = whole.copy()
@@ -211,15 +203,9 @@ def _refitted(
     return RowFit(*fields)
 
 
-def _final_fit(
-    levels: np.ndarray,
-    st: Stack,
-    which: np.ndarray,
-    chosen: np.ndarray,
-    q: np.ndarray | None,
-) -> RowFit:
+def _final_fit(levels: np.ndarray, st: Stack, which: np.ndarray, chosen: np.ndarray) -> RowFit:
     """Return :func:`~regimes._stats.final_fit.final_rows` of every row, as a :class:`RowFit`."""
-    delta, se_unit, sigma, df, trend, cov = final_rows(levels, st, which, chosen, q)
+    delta, se_unit, sigma, df, trend, cov = final_rows(levels, st, which, chosen)
     return RowFit(chosen.copy(), delta, se_unit, sigma, df, which.copy(), trend, delta, cov)
 
 
@@ -229,7 +215,7 @@ def refit_with(levels: np.ndarray, sm: Smoother, which: np.ndarray, chosen: np.n
     Nothing is selected: a reading of the rows that the caller writes (the regimes of
     another fit, with one more or one less).
     """
-    return _final_fit(levels, stack_of(sm), which, chosen, None)
+    return _final_fit(levels, stack_of(sm), which, chosen)
 
 
 def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarray) -> RowFit:
@@ -255,7 +241,7 @@ def refit_without(levels: np.ndarray, sm: Smoother, fit: RowFit, drop: np.ndarra
     rows = np.flatnonzero(drop.any(axis=1))
     chosen = np.where(drop[rows], -1, fit.chosen[rows])
     chosen = np.take_along_axis(chosen, np.argsort(chosen < 0, axis=1, kind="stable"), axis=1)
-    return _refitted(levels, stack_of(sm), fit, rows, chosen, None)
+    return _refitted(levels, stack_of(sm), fit, rows, chosen)
 
 
 def fit_rows(

@@ -26,7 +26,6 @@ __all__ = [
     "Grid",
     "Near",
     "explained_floor",
-    "residual_products",
     "select",
     "select_near",
     "steps_allowed",
@@ -67,19 +66,6 @@ class Grid(NamedTuple):
     indicators: np.ndarray
     hinged: bool
     trace: float
-
-
-def residual_products(values: np.ndarray, mats: list[np.ndarray], group: np.ndarray) -> np.ndarray:
-    """Return ``values[k] @ mats[group[k]]`` for every row ``k``, rows ordered by ``group``.
-
-    ``values``: ``(K, T)`` or ``(K, J, T)``; one product per smoother that has rows.
-    """
-    out = np.empty((*values.shape[:-1], mats[0].shape[1]))
-    edges = np.searchsorted(group, np.arange(len(mats) + 1))
-    for g in np.flatnonzero(np.diff(edges)).tolist():
-        a, b = int(edges[g]), int(edges[g + 1])
-        np.matmul(values[a:b], mats[g], out=out[a:b])
-    return out
 
 
 def steps_allowed(trace: np.ndarray, kmax: int) -> np.ndarray:
@@ -293,12 +279,14 @@ def select(
     """
     g = st.grids[0]
     a, a_cols, zaz, floor, trace = st.a, st.a_cols, st.zaz, st.floor, st.trace
-    starts, ends = g.starts, g.ends
+    # writable copies, as a subset's are: one compiled kernel serves both
+    starts, ends = g.starts.copy(), g.ends.copy()
     if candidates is not None:
         # a subset is asked for by few rows (one curve's draws), on one smoother or a
         # few: only theirs are sliced
         used, which = np.unique(which, return_inverse=True)
         a, a_cols, trace = a[used], a_cols[used], trace[used]
+        a.setflags(write=False)  # as the smoothers' own: one compiled kernel serves both
         zaz, floor = zaz[np.ix_(used, candidates)], floor[np.ix_(used, candidates)]
         starts, ends = starts[candidates], ends[candidates]
     chosen = _forward(

@@ -15,7 +15,7 @@ from regimes._stats.intervals import candidate_intervals, interval_indicators
 from regimes._stats.selection import Grid, explained_floor
 from regimes._stats.smoother import Smoother, last_knot
 
-__all__ = ["Stack", "basis", "grid_of", "stack_of", "stacked"]
+__all__ = ["Stack", "grid_of", "stack_of", "stacked"]
 
 
 class Stack(NamedTuple):
@@ -108,36 +108,3 @@ def stack_of(sm: Smoother) -> Stack:
     while len(_recent) > _RECENT:
         del _recent[next(iter(_recent))]
     return st
-
-
-def basis(st: Stack, w: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    r"""Orthonormalise the chosen intervals in the metric of ``A`` (Gram-Schmidt).
-
-    Row ``k`` on smoother ``w[k]`` of ``st``. Returns ``Q`` ``(K, kmax, T)`` with
-    :math:`A_Z = A - Q^\top Q` (rows of zeros for unused intervals).
-    """
-    k_rows, kmax = chosen.shape
-    t, g = st.a_cols.shape[2], st.grids[0]
-    q = np.zeros((k_rows, kmax, t))
-    prefix = np.zeros((k_rows, kmax, t + 1))
-    for j in range(kmax):
-        # q starts at zero: an unused interval keeps its row of zeros, and most rows
-        # hold fewer intervals than kmax
-        rows = np.flatnonzero(chosen[:, j] >= 0)
-        if not rows.size:
-            continue
-        idx, wr = chosen[rows, j], w[rows]
-        den = st.zaz[wr, idx]
-        vec = st.a_cols[wr, g.ends[idx] + 1] - st.a_cols[wr, g.starts[idx]]
-        if j:
-            # the first interval has no earlier ones to be made orthogonal to
-            zq = prefix[rows, :j, g.ends[idx] + 1] - prefix[rows, :j, g.starts[idx]]
-            den = den - np.add.reduce(np.square(zq), axis=1)
-            vec -= np.einsum("kj,kjt->kt", zq, q[rows, :j])
-        # an interval explained already keeps its row of zeros too
-        ok = den > st.floor[wr, idx]
-        q[rows[ok], j] = vec[ok] / np.sqrt(den[ok])[:, None]
-        if j + 1 < kmax:
-            # the last interval's sums would serve a next one only
-            prefix[rows, j, 1:] = np.cumsum(q[rows, j], axis=1)
-    return q

@@ -32,7 +32,7 @@ def _fit(levels: np.ndarray, *pairs: tuple[int, int]) -> RowFit:
     st = _stacked(SM.residual[:1], np.array([-1]), candidate_intervals(T), interval_indicators(T))
     one = np.zeros(1, dtype=np.int64)
     chosen = _index(*pairs)
-    delta, se, sigma, df, trend, cov = final_rows(levels, st, one, chosen, None)
+    delta, se, sigma, df, trend, cov = final_rows(levels, st, one, chosen)
     return RowFit(chosen, delta, se, sigma, df, one, trend, delta, cov)
 
 

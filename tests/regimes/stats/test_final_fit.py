@@ -44,7 +44,7 @@ def test_each_row_matches_the_dense_fit_of_its_intervals():
     chosen = np.array(rows)
     levels = rng.normal(0.0, 0.05, size=(len(rows), T)) + np.linspace(0.0, 1.0, T)
     which = rng.integers(0, sm.residual.shape[0], size=len(rows))
-    delta, se, sigma, df, trend, cov = final_rows(levels, st, which, chosen, None)
+    delta, se, sigma, df, trend, cov = final_rows(levels, st, which, chosen)
     for k, row in enumerate(chosen):
         n = int((row >= 0).sum())
         want = _dense(levels[k], sm.residual[which[k]], row)
@@ -67,7 +67,7 @@ def test_dependent_intervals_keep_a_finite_fit():
     levels = np.random.default_rng(2).normal(0.0, 0.05, size=(1, T))
     levels[0, 8:] += 0.7
     delta, se, sigma, df, trend, _ = final_rows(
-        levels, st, np.zeros(1, dtype=int), np.array([[first, rest, -1, -1]]), None
+        levels, st, np.zeros(1, dtype=int), np.array([[first, rest, -1, -1]])
     )
     assert np.isfinite(delta[0, :2]).all() and np.isfinite(trend).all()
     assert np.isfinite(sigma[0]) and df[0] > 0

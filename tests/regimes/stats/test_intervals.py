@@ -112,7 +112,7 @@ def _final(levels: np.ndarray, chosen: np.ndarray, apart: bool = False) -> RowFi
     st = _stacked(sm.residual[2:3], np.array([-1]), candidate_intervals(T), interval_indicators(T))
     one = np.zeros(levels.shape[0], dtype=np.int64)
     rows = np.repeat(chosen, levels.shape[0], axis=0)
-    delta, se, sigma, df, trend, cov = final_rows(levels, st, one, rows, None)
+    delta, se, sigma, df, trend, cov = final_rows(levels, st, one, rows)
     fit = RowFit(rows, delta, se, sigma, df, one, trend, delta, cov)
     return mean_levels(fit, T, np.full(rows.shape, apart))
 
