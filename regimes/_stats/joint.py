@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from regimes._stats.final_fit import residual_sums
-from regimes._stats.selection import TINY, select
+from regimes._stats.selection import TINY, select_with_sums
 from regimes._stats.smoother import GCV_GAMMA, KNOT_PRICE
 from regimes._stats.stack import Stack
 
@@ -70,17 +70,18 @@ def choose(levels: np.ndarray, st: Stack, menu: Menu | None) -> np.ndarray:
 
 
 def _scores(
-    levels: np.ndarray, st: Stack, pw: np.ndarray, picks: np.ndarray, h2: float
+    st: Stack, pw: np.ndarray, picks: np.ndarray, sums: np.ndarray, h2: float
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Each pair's joint score with its regimes, and without any, ``(P,)`` each.
 
-    ``levels``: each pair's row; ``pw``: its smoother; ``picks``: its regimes.
+    ``pw``: each pair's smoother; ``picks``: its regimes; ``sums``: its residual sums of
+    squares without and with them and ``tr Q'Q`` ``(3, P)``.
     :math:`\mathrm{GCV} = T\,\mathrm{RSS}/(T - \gamma\nu)^2` with :math:`\nu` the
     trend's and the regimes' degrees of freedom; a hinged trend pays
     :data:`~regimes._stats.smoother.KNOT_PRICE` for its hinge.
     """
-    t = levels.shape[1]
-    bare_rss, rss, regimes_df = residual_sums(levels, st, pw, picks)
+    t = st.a.shape[1]
+    bare_rss, rss, regimes_df = sums
     free = t - st.trace[pw]
     edf = free + (KNOT_PRICE - 1.0) * st.hinged[pw]
 
@@ -116,8 +117,14 @@ def joint_choice(
     picks = chosen[pr]
     kept = np.any(chosen >= 0, axis=1)
     need = np.flatnonzero((which[pr] != pw) & (kept[pr] | ~st.hinged[pw]))
-    picks[need] = select(levels[pr[need]], st, pw[need], h2, kmax)
-    scores, bare = _scores(levels[pr], st, pw, picks, h2)
+    sums = np.empty((3, pr.size))
+    # the pairs selected afresh read their sums off the selection; the others (a row's
+    # own first choice, or scored bare) have them computed
+    fresh = select_with_sums(levels[pr[need]], st, pw[need], h2, kmax)
+    picks[need], sums[:, need] = fresh[0], fresh[1:]
+    rest = np.setdiff1d(np.arange(pr.size), need, assume_unique=True)
+    sums[:, rest] = residual_sums(levels[pr[rest]], st, pw[rest], picks[rest])
+    scores, bare = _scores(st, pw, picks, sums, h2)
     # a table row per row: its pairs in order, then the same pairs scored bare, so that
     # argmin takes the first offered on a tie, with regimes before without
     start = np.searchsorted(pr, np.arange(k_rows))

@@ -28,6 +28,7 @@ __all__ = [
     "explained_floor",
     "select",
     "select_near",
+    "select_with_sums",
     "steps_allowed",
 ]
 
@@ -158,10 +159,14 @@ def _row(
     steps: int,
     trace: float,
     h2: float,
-    out: np.ndarray,
+    out: tuple[np.ndarray, np.ndarray],
     w: tuple[np.ndarray, ...],
 ) -> None:
-    """Select one row's intervals into ``out`` (its smoother's arrays; ``w``: work arrays)."""
+    """Select one row's intervals into ``out[0]``, its residual sums into ``out[1]``.
+
+    ``out[1]``: the residual sums of squares without and with the intervals kept, and
+    ``tr Q'Q`` of their basis; the other arrays are its smoother's, ``w`` work arrays.
+    """
     r, rz, explained, gain, pre, vec, rss, q, sums, fitted = w
     t = lev.size
     r[:] = 0.0
@@ -176,7 +181,7 @@ def _row(
         best, top = _best(rz, explained, zaz, floor, gain)
         if not top > 0:
             break
-        out[step] = best
+        out[0][step] = best
         scale = np.sqrt(zaz[best] - explained[best])
         for j in range(t):
             v = a_cols[ends[best] + 1, j] - a_cols[starts[best], j]
@@ -199,7 +204,8 @@ def _row(
         value = _bic(rss[k], trace, k, t, h2)
         if value < lowest:
             keep, lowest = k, value
-    out[keep:] = -1
+    out[0][keep:] = -1
+    out[1][0], out[1][1], out[1][2] = rss[0], rss[keep], np.sum(q[:keep] * q[:keep])
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -216,11 +222,12 @@ def _forward(
     trace: np.ndarray,
     h2: float,
     kmax: int,
-) -> np.ndarray:
-    """Select every row on its smoother ``which[k]``; return the chosen intervals ``(K, kmax)``."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Select every row on its smoother ``which[k]``: its intervals and sums (:func:`_row`)."""
     k_rows, t = levels.shape
     n = starts.size
     chosen = np.full((k_rows, kmax), -1, dtype=np.int64)
+    sums = np.empty((k_rows, 3))
     w = (
         np.empty(t), np.empty(n), np.empty(n), np.empty(n), np.empty(t + 1), np.empty(t),
         np.empty(kmax + 1), np.empty((kmax, t)), np.empty((kmax, n)), np.empty(1),
@@ -229,9 +236,9 @@ def _forward(
         g = which[k]
         _row(
             levels[k], a[g], a_cols[g], zaz[g], floor[g], starts, ends,
-            steps[g], trace[g], h2, chosen[k], w,
+            steps[g], trace[g], h2, (chosen[k], sums[k]), w,
         )  # fmt: skip
-    return chosen
+    return chosen, sums
 
 
 def select(
@@ -277,6 +284,32 @@ def select(
     numpy.ndarray
         The chosen intervals ``(K, kmax)``, indices among every candidate, -1 where unused.
     """
+    chosen, _ = _select(levels, st, which, h2, kmax, candidates)
+    return chosen
+
+
+def select_with_sums(
+    levels: np.ndarray, st: Stack, which: np.ndarray, h2: float, kmax: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Return :func:`select`'s intervals, and each row's residual sums and ``tr Q'Q``.
+
+    :math:`\lVert A\ell\rVert^2`, :math:`\lVert A_Z\ell\rVert^2` with the intervals
+    kept, and :math:`\operatorname{tr}(Q^\top Q)` for their basis: what the joint
+    choice scores each pair of a row and a smoother by (:mod:`regimes._stats.joint`),
+    read off the selection's own steps.
+    """
+    chosen, sums = _select(levels, st, which, h2, kmax, None)
+    return chosen, sums[:, 0], sums[:, 1], sums[:, 2]
+
+
+def _select(
+    levels: np.ndarray,
+    st: Stack,
+    which: np.ndarray,
+    h2: float,
+    kmax: int,
+    candidates: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
     g = st.grids[0]
     a, a_cols, zaz, floor, trace = st.a, st.a_cols, st.zaz, st.floor, st.trace
     # writable copies, as a subset's are: one compiled kernel serves both
@@ -289,7 +322,7 @@ def select(
         a.setflags(write=False)  # as the smoothers' own: one compiled kernel serves both
         zaz, floor = zaz[np.ix_(used, candidates)], floor[np.ix_(used, candidates)]
         starts, ends = starts[candidates], ends[candidates]
-    chosen = _forward(
+    chosen, sums = _forward(
         np.ascontiguousarray(levels, dtype=float),
         np.asarray(which, dtype=np.int64),
         a,
@@ -304,8 +337,8 @@ def select(
         int(kmax),
     )
     if candidates is None:
-        return chosen
-    return np.where(chosen >= 0, candidates[np.maximum(chosen, 0)], -1)
+        return chosen, sums
+    return np.where(chosen >= 0, candidates[np.maximum(chosen, 0)], -1), sums
 
 
 Near = tuple[np.ndarray, list[np.ndarray]]
