@@ -137,11 +137,16 @@ def _row(
     scale[0], scale[1] = np.sqrt(np.sum(e * e) / df), df
     trend[:] = lev - e
     delta[:], se[:], cov[:] = np.nan, np.nan, 0.0
+    # Z'A^2Z between the used intervals, then (Z'AZ)^+ Z'A^2Z (Z'AZ)^+ among them
+    gram = np.zeros((used.size, used.size))
+    for a_i, i in enumerate(used):
+        for a_h, h in enumerate(used):
+            gram[a_i, a_h] = np.dot(az[i], az[h])
     for j in used:
         for k in used:
-            for i in used:
-                for h in used:
-                    cov[j, k] += m_inv[j, i] * np.dot(az[i], az[h]) * m_inv[h, k]
+            for a_i, i in enumerate(used):
+                for a_h, h in enumerate(used):
+                    cov[j, k] += m_inv[j, i] * gram[a_i, a_h] * m_inv[h, k]
     for j in used:
         delta[j] = 0.0
         for i in used:
