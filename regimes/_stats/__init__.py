@@ -1,6 +1,26 @@
 """Private numerics of the statistics core: one concept per module, its maths in its docstring.
 
-From the raw trials up:
+The regime model of detection (:mod:`regimes.detect`), from the trend up:
+
+``smoother``
+    The smooth trend: a penalised (Whittaker) smoother, with at most one hinge.
+``stack``
+    What selection reads of each smoother of a grid, stacked.
+``intervals``
+    The intervals of cells a regime may cover, and how a set of them is written.
+``selection``
+    Greedy forward selection of intervals, stopped by BIC (compiled).
+``final_fit``
+    The fit of each row with its chosen intervals (compiled).
+``joint``
+    Each row's smoother, first alone, then jointly with its regimes.
+``offers``
+    The smoothers offered to the curves of one grid.
+``scan``
+    The regime model of one grid, fitted to many rows at once.
+
+The cell-level interval tests (the speedup, intervals fixed in advance), from the raw
+trials up:
 
 ``bootstrap``, ``resample``
     Cell medians with their confidence intervals, and bootstrap replicates of them.
