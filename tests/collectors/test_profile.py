@@ -230,7 +230,10 @@ def test_on_a_real_cpu_sweep_the_attention_carries_the_excess(tmp_path):
             "warmup": 1,
             "engine": "loop",
             "attn_implementation": "sdpa",
-            "profile": {"budgets": list(range(8, 44, 4)), "trials": 3},
+            # five profiled generations a budget: the attribution reads each operator's
+            # median over them, and with three one hiccup of a busy 2-core machine in a
+            # flank cell left no carrier in one full-suite run of 3
+            "profile": {"budgets": list(range(8, 44, 4)), "trials": 5},
             "slow_attention": {"start": 24, "stop": 28, "factor": 8},
         }
     )
