@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
+from regimes._stats.selection import times
+
 if TYPE_CHECKING:
     from regimes._stats.stack import Stack
 
@@ -94,20 +96,11 @@ def _basis(az: np.ndarray, zaz: np.ndarray, bounds: np.ndarray, q: np.ndarray) -
 def _products(
     lev: np.ndarray, a: np.ndarray, q: np.ndarray, used: np.ndarray, w: np.ndarray
 ) -> None:
-    r"""Fill ``w[0]`` with :math:`A\ell` and ``w[1 + j]`` with :math:`q_j A` for the used ``j``.
-
-    Loops, not a matrix library's calls: most rows hold one or two of ``kmax`` intervals,
-    and a call per product would cost more than these few thousand products.
-    """
+    r"""Fill ``w[0]`` with :math:`A\ell` and ``w[1 + j]`` with :math:`q_j A` for the used ``j``."""
     w[:] = 0.0
-    t = lev.size
-    for i in range(t):
-        for c in range(t):
-            w[0, c] += lev[i] * a[i, c]
+    times(lev, a, w[0])
     for j in used:
-        for i in range(t):
-            for c in range(t):
-                w[1 + j, c] += q[j, i] * a[i, c]
+        times(q[j], a, w[1 + j])
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -249,11 +242,8 @@ def _sums(
     for k in range(k_rows):
         _intervals(chosen[k], w[k], st, intervals, z)
         _basis(z[1], z[3], z[2], q)
-        lev, aw = levels[k], a[w[k]]
-        r[:] = 0.0
-        for i in range(t):
-            for c in range(t):
-                r[c] += lev[i] * aw[i, c]
+        lev = levels[k]
+        times(lev, a[w[k]], r)
         out[k, 0] = np.sum(r * r)
         for j in range(kmax):
             r -= np.dot(q[j], lev) * q[j]

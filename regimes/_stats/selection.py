@@ -30,6 +30,7 @@ __all__ = [
     "select_near",
     "select_with_sums",
     "steps_allowed",
+    "times",
 ]
 
 TINY = 1e-9
@@ -85,6 +86,19 @@ def steps_allowed(trace: np.ndarray, kmax: int) -> np.ndarray:
 def _bic(rss: float, trace: float, k: int, t: int, h2: float) -> float:
     spare = max(trace - k, 1.0)
     return t * np.log(max(rss / spare, TINY * TINY)) + h2 * k
+
+
+@numba.njit(cache=True, error_model="numpy")
+def times(v: np.ndarray, a: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` with ``v @ a`` for a row ``v``, as a loop.
+
+    The compiled fits multiply one row at a time by its smoother's ``A``: a matrix
+    library's call per product of a few thousand terms would cost more than the product.
+    """
+    out[:] = 0.0
+    for i in range(v.size):
+        for c in range(out.size):
+            out[c] += v[i] * a[i, c]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -169,10 +183,7 @@ def _row(
     """
     r, rz, explained, gain, pre, vec, rss, q, sums, fitted = w
     t = lev.size
-    r[:] = 0.0
-    for i in range(t):
-        for j in range(t):
-            r[j] += lev[i] * a[i, j]
+    times(lev, a, r)
     _interval_sums(r, pre, starts, ends, rz)
     explained[:] = 0.0
     rss[:] = np.inf
