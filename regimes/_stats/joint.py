@@ -41,32 +41,43 @@ def _median(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(s[:, -1]), np.nan, mid)
 
 
-def _robust_choice(levels: np.ndarray, a: np.ndarray, trace: np.ndarray) -> np.ndarray:
-    """Index among ``a`` ``(S, T, T)`` of each row's smallest robust score."""
+def _robust_choice(
+    levels: np.ndarray, a: np.ndarray, trace: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Return each row's smallest robust score's index among ``a`` ``(S, T, T)``, and bare RSS.
+
+    The bare residual sums of squares :math:`\lVert A\ell \rVert^2` are ``(S, K)``.
+    """
     t = levels.shape[1]
     # the stacked product is one product per smoother, as a call of its own makes it,
     # and one sort serves every median
     e = np.abs(np.matmul(levels, a))  # (S, K, T)
     rss = t * (1.4826 * _median(e.reshape(-1, t)).reshape(e.shape[:2])) ** 2
     used = t - trace
-    return np.argmin(t * rss / np.maximum(t - GCV_GAMMA * used, TINY)[:, None] ** 2, axis=0)
+    best = np.argmin(t * rss / np.maximum(t - GCV_GAMMA * used, TINY)[:, None] ** 2, axis=0)
+    return best, np.einsum("skt,skt->sk", e, e)
 
 
-def choose(levels: np.ndarray, st: Stack, menu: Menu | None) -> np.ndarray:
-    """Return each row's first smoother: the smallest robust score among those offered.
+def choose(levels: np.ndarray, st: Stack, menu: Menu | None) -> tuple[np.ndarray, np.ndarray]:
+    r"""Return each row's first smoother, the smallest robust score among those offered.
 
     ``menu``: which smoothers each row is offered (None: every one); ties go to the
-    first offered.
+    first offered. Also returns each row's :math:`\lVert A\ell \rVert^2` on every
+    smoother ``(K, S)``, NaN where not offered: the joint choice's bare scores.
     """
     if menu is None:
-        return _robust_choice(levels, st.a, st.trace)
+        which, bare = _robust_choice(levels, st.a, st.trace)
+        return which, bare.T
     which = np.empty(levels.shape[0], dtype=int)
+    rss = np.full((levels.shape[0], st.a.shape[0]), np.nan)
     of_row, menus = menu
     for m in np.unique(of_row).tolist():
         rows = np.flatnonzero(of_row == m)
         offered = np.flatnonzero(menus[m])
-        which[rows] = offered[_robust_choice(levels[rows], st.a[offered], st.trace[offered])]
-    return which
+        best, bare = _robust_choice(levels[rows], st.a[offered], st.trace[offered])
+        which[rows] = offered[best]
+        rss[np.ix_(rows, offered)] = bare.T
+    return which, rss
 
 
 def _scores(
@@ -96,13 +107,14 @@ def _scores(
 def joint_choice(
     levels: np.ndarray,
     st: Stack,
-    first: tuple[np.ndarray, np.ndarray],
+    first: tuple[np.ndarray, np.ndarray, np.ndarray],
     menu: Menu | None,
     h2: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Offer each row every smoother of its menu with that smoother's own regimes.
 
-    ``first``: each row's first smoother and its selection ``(K, kmax)``. A row's own
+    ``first``: each row's first smoother, its selection ``(K, kmax)`` and its
+    :math:`\lVert A\ell \rVert^2` on every smoother offered (:func:`choose`). A row's own
     first smoother keeps its selection; the others select afresh, but a hinged one is
     scored without regimes where the first selected none (a hinged trend's regimes would
     answer a hinge, not a step); a smoother hinged in the grid's last step is scored
@@ -110,7 +122,7 @@ def joint_choice(
     :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T` wins, the first offered
     on a tie, with regimes before without. Returns each row's smoother and regimes.
     """
-    which, chosen = first
+    which, chosen, bare = first
     k_rows, kmax = chosen.shape
     offered = np.ones((k_rows, len(st.grids)), dtype=bool) if menu is None else menu[1][menu[0]]
     pr, pw = np.nonzero(offered)  # the pairs, by row, then smoother
@@ -118,12 +130,16 @@ def joint_choice(
     kept = np.any(chosen >= 0, axis=1)
     need = np.flatnonzero((which[pr] != pw) & (kept[pr] | ~st.hinged[pw]))
     sums = np.empty((3, pr.size))
-    # the pairs selected afresh read their sums off the selection; the others (a row's
-    # own first choice, or scored bare) have them computed
+    # the pairs selected afresh read their sums off the selection, those without
+    # regimes (scored bare) off the first choice's products; a row's own first choice
+    # with regimes has them computed
     fresh = select_with_sums(levels[pr[need]], st, pw[need], h2, kmax)
     picks[need], sums[:, need] = fresh[0], fresh[1:]
     rest = np.setdiff1d(np.arange(pr.size), need, assume_unique=True)
-    sums[:, rest] = residual_sums(levels[pr[rest]], st, pw[rest], picks[rest])
+    own = rest[np.any(picks[rest] >= 0, axis=1)]
+    none = np.setdiff1d(rest, own, assume_unique=True)
+    sums[:, own] = residual_sums(levels[pr[own]], st, pw[own], picks[own])
+    sums[:2, none], sums[2, none] = bare[pr[none], pw[none]], 0.0
     scores, bare = _scores(st, pw, picks, sums, h2)
     # a table row per row: its pairs in order, then the same pairs scored bare, so that
     # argmin takes the first offered on a tie, with regimes before without

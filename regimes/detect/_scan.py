@@ -19,27 +19,69 @@ p-value under the count's floor (:func:`regimes.detect._nulls.class_p`).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from regimes._stats.intervals import candidate_intervals, interval_indicators
-from regimes._stats.selection import explained_floor
+from regimes._stats.selection import explained_floor, times
 from regimes._stats.smoother import Smoother
 from regimes.detect._regimes import WIDTH_CLASSES, width_class
 
 __all__ = ["scan_maxima"]
 
-_CHUNK_ENTRIES = 2_000_000
-"""Rows x intervals per chunk: bounds the memory of the per-interval statistics."""
 
-
-def _intervals(t: int, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return ``A z`` of every candidate interval ``(T, n)``, ``z'Az`` and ``||Az|| / z'Az``."""
+def _intervals(t: int, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``z'Az`` of every candidate interval (NaN where explained) and ``||Az|| / z'Az``."""
     z = interval_indicators(t)
     az = a @ z
     zaz = np.sum(z * az, axis=0)
     # an interval the trend spans leaves nothing to estimate, as in selection
     zaz = np.where(zaz > explained_floor(zaz), zaz, np.nan)
-    return az, zaz, np.sqrt(np.sum(az**2, axis=0)) / zaz
+    return zaz, np.sqrt(np.sum(az**2, axis=0)) / zaz
+
+
+_LARGEST = float(np.finfo(float).max)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _maxima(
+    levels: np.ndarray,
+    which: np.ndarray,
+    a: np.ndarray,
+    per_interval: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    sigma: np.ndarray,
+    tau0: float,
+    sign: float,
+    out: tuple[np.ndarray, np.ndarray],
+) -> None:
+    r"""Fill ``out`` (tested, either) with each row's largest statistic per width class.
+
+    :math:`z^\top A\ell` is the sum over :math:`z` of the row times its smoother
+    (:func:`~regimes._stats.selection.times`), a difference of two prefix sums: one
+    pass over the intervals per row, where a product with every ``A z`` took the
+    rows x cells x intervals.
+    """
+    starts, ends, classes, zaz, se_unit = per_interval
+    tested, either = out
+    t = levels.shape[1]
+    r, pre = np.empty(t), np.empty(t + 1)
+    for k in range(levels.shape[0]):
+        g = which[k]
+        times(levels[k], a[g], r)
+        pre[0] = 0.0
+        for j in range(t):
+            pre[j + 1] = pre[j] + r[j]
+        scale = max(sigma[k], 1e-12)
+        for i in range(starts.size):
+            delta = (pre[ends[i] + 1] - pre[starts[i]]) / zaz[g, i]
+            stat = (abs(delta) - tau0) / (se_unit[g, i] * scale)
+            if stat != stat:
+                continue  # an explained interval: no statistic
+            stat = min(stat, _LARGEST)  # an infinite one counts as the largest finite
+            c = classes[i]
+            either[k, c] = max(either[k, c], stat)
+            if sign == 0 or sign * delta > 0:
+                tested[k, c] = max(tested[k, c], stat)
 
 
 def scan_maxima(
@@ -70,21 +112,21 @@ def scan_maxima(
     """
     t = sm.size
     starts, ends = candidate_intervals(t)
-    classes = width_class(ends - starts + 1)
+    used, own = np.unique(which, return_inverse=True)
+    zaz, se_unit = np.empty((used.size, starts.size)), np.empty((used.size, starts.size))
+    for k, w in enumerate(used.tolist()):
+        zaz[k], se_unit[k] = _intervals(t, sm.residual[w])
     tested = np.full((levels.shape[0], WIDTH_CLASSES), -np.inf)
     either = tested.copy()
-    chunk = max(1, _CHUNK_ENTRIES // max(starts.size, 1))
-    for w in np.unique(which):
-        az, zaz, se_unit = _intervals(t, sm.residual[w])
-        rows = np.flatnonzero(which == w)
-        for first in range(0, rows.size, chunk):
-            part = rows[first : first + chunk]
-            delta = (levels[part] @ az) / zaz
-            stat = (np.abs(delta) - tau0) / (se_unit * np.maximum(sigma[part], 1e-12)[:, None])
-            stat = np.nan_to_num(stat, nan=-np.inf)
-            own = stat if sign == 0 else np.where(sign * delta > 0, stat, -np.inf)
-            for c in range(WIDTH_CLASSES):
-                in_class = classes == c
-                either[part, c] = stat[:, in_class].max(axis=1, initial=-np.inf)
-                tested[part, c] = own[:, in_class].max(axis=1, initial=-np.inf)
+    classes = width_class(ends - starts + 1).astype(np.int64)
+    _maxima(
+        np.ascontiguousarray(levels, dtype=float),
+        own.astype(np.int64),
+        np.ascontiguousarray(sm.residual[used]),
+        (starts, ends, classes, zaz, se_unit),
+        np.asarray(sigma, dtype=float),
+        float(tau0),
+        float(sign),
+        (tested, either),
+    )
     return tested, either

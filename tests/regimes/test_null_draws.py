@@ -8,6 +8,7 @@ import pytest
 
 import regimes.detect._model as model
 from regimes import detect_regimes
+from regimes._stats.intervals import candidate_intervals
 from regimes._stats.scan import fit_rows, selection_threshold
 from regimes._stats.smoother import smoother_for
 from regimes.data.simulate import simulate_sweep
@@ -44,6 +45,29 @@ def test_a_regime_selected_alone_has_the_statistic_of_its_interval() -> None:
         assert either[row, c] >= z - 1e-9 * abs(z)
         if delta[row, j] > 0:
             assert tested[row, c] >= z - 1e-9 * abs(z)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0, 0.0])
+def test_the_scan_is_the_dense_statistic_of_every_interval(sign: float) -> None:
+    sm = smoother_for(np.linspace(0.0, 1.0, T))
+    levels = _rows(40, seed=4)
+    which = np.arange(40) % sm.residual.shape[0]
+    sigma = np.random.default_rng(5).uniform(0.01, 0.05, size=40)
+    tested, either = scan_maxima(levels, sm, which, sigma, TAU0, sign)
+    starts, ends = candidate_intervals(T)
+    z = (np.arange(T)[:, None] >= starts) & (np.arange(T)[:, None] <= ends)
+    classes = width_class(ends - starts + 1)
+    for row in range(40):
+        az = sm.residual[which[row]] @ z
+        zaz = np.sum(z * az, axis=0)
+        live = zaz > 1e-9 * zaz + 1e-9
+        delta = levels[row] @ az / zaz
+        stat = (np.abs(delta) - TAU0) / (np.linalg.norm(az, axis=0) / zaz * sigma[row])
+        for c in range(WIDTH_CLASSES):
+            both = live & (classes == c)
+            own = both & ((sign == 0) | (sign * delta > 0))
+            want = [stat[both].max(initial=-np.inf), stat[own].max(initial=-np.inf)]
+            np.testing.assert_allclose([either[row, c], tested[row, c]], want, rtol=1e-9)
 
 
 def _gumbel(n: int, seed: int) -> np.ndarray:

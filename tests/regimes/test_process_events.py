@@ -12,14 +12,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from regimes.detect._draws import _middle_draws, median_draws
 from regimes.detect._regimes import classes_on, width_class
-from regimes.detect._trials import (
-    _middle_draws,
-    median_draws,
-    resampled,
-    residual_pools,
-    with_cell_ids,
-)
+from regimes.detect._trials import resampled, residual_pools, with_cell_ids
 
 SLOW = float(np.log(2.5))
 
