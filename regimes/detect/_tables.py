@@ -96,62 +96,80 @@ def _departure(m: CurveModel, t: int) -> np.ndarray:
 def _cell_columns(ctx: _Context, models: dict[int, CurveModel], d: Decision) -> pl.DataFrame:
     """Interval, baseline, segment and flag of every cell."""
     cells = ctx.cells
-    level = ctx.params["level"]
-    out = []
-    for part in cells.partition_by("_curve", maintain_order=True):
-        t = part.height
-        median = part.get_column("median").to_numpy()
-        n = part.get_column("n").to_numpy()
-        m = models.get(int(part.get_column("_curve")[0]))
-        log_median = np.log(median)
-        fresh = part.get_column("session_var").to_numpy() / part.get_column("n_sessions").to_numpy()
-        kappa = median_variance_factor(n)
-        if m is None:
-            # no model: the cell's own trials, on their own degrees of freedom
-            var = kappa * part.get_column("own_var").to_numpy() / n + fresh
-            # scipy.stats.t.ppf's value (here and below), without its checks on every curve
-            half = special.stdtrit(np.maximum(n - 1, 1), (1 + level) / 2) * np.sqrt(var)
-            band = np.column_stack([np.exp(log_median - half), np.exp(log_median + half)])
-            out.append(np.column_stack([band, _running_trend(log_median), np.zeros((t, 2))]))
-            continue
-        offset = float(np.median(log_median - part.get_column("level").to_numpy()))
-        var = kappa * m.sigma_within**2 / n + m.tau**2 + fresh
-        # Welch-Satterthwaite: the process lottery rests on the curve's few processes
-        sessions = np.maximum(part.get_column("n_sessions").to_numpy() - 1.0, 1.0)
-        parts = m.tau**4 / m.df + fresh**2 / sessions
-        dof = np.where(parts > 0, var**2 / np.where(parts > 0, parts, 1.0), 1e6)
-        half = special.stdtrit(np.minimum(dof, 1e6), (1 + level) / 2) * np.sqrt(var)
-        flag = np.zeros(t)
-        for k in _significant(m, d):
-            flag[m.regimes[k].start : m.regimes[k].end + 1] = 1.0
-        # the baseline is latency without the reported anomalies: every other regime of
-        # the model (a speed-up, one short of its test) is part of it
-        kept = np.zeros(t)
-        for k, r in enumerate(m.regimes):
-            if k not in _significant(m, d):
-                kept[r.start : r.end + 1] += r.coef
-        segment = np.concatenate([[0], np.cumsum(np.abs(np.diff(_departure(m, t))) > 0)])
-        out.append(
-            np.column_stack(
-                [
-                    np.exp(log_median - half),
-                    np.exp(log_median + half),
-                    np.exp(m.trend + kept + offset),
-                    segment,
-                    flag,
-                ]
-            )
-        )
-    values = np.concatenate(out)
+    curve = cells.get_column("_curve").to_numpy()
+    log_median = np.log(cells.get_column("median").to_numpy())
+    half = _half_widths(cells, models, ctx.params["level"])
+    # the cells are in curve order: each curve is a run
+    edges = np.flatnonzero(np.diff(curve, prepend=curve[:1] - 1)).tolist() + [curve.size]
+    level = cells.get_column("level").to_numpy()
+    values = np.concatenate(
+        [
+            _curve_columns(models.get(int(curve[lo])), log_median[lo:hi], level[lo:hi], d)
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+        ]
+    )
     median = cells.get_column("median").to_numpy()
     # exp(log m) is m up to its last bit: a zero-width interval must still hold its median
     return cells.with_columns(
-        pl.Series("ci_low", np.minimum(values[:, 0], median)),
-        pl.Series("ci_high", np.maximum(values[:, 1], median)),
-        pl.Series("baseline", values[:, 2]),
-        pl.Series("segment", values[:, 3].astype(np.int64)),
-        pl.Series("anomalous", values[:, 4] > 0),
+        pl.Series("ci_low", np.minimum(np.exp(log_median - half), median)),
+        pl.Series("ci_high", np.maximum(np.exp(log_median + half), median)),
+        pl.Series("baseline", values[:, 0]),
+        pl.Series("segment", values[:, 1].astype(np.int64)),
+        pl.Series("anomalous", values[:, 2] > 0),
     ).with_columns((pl.col("median") / pl.col("baseline")).alias("ratio"))
+
+
+def _half_widths(cells: pl.DataFrame, models: dict[int, CurveModel], level: float) -> np.ndarray:
+    """Half-width of every cell's interval on the log scale.
+
+    A cell of a curve with a model: its trials' sampling variance, the curve's between-
+    cell noise and its process lottery, on Welch-Satterthwaite degrees of freedom; of
+    one without: its own trials' variance on their own degrees of freedom.
+    """
+    n = cells.get_column("n").to_numpy()
+    n_sessions = cells.get_column("n_sessions").to_numpy()
+    fresh = cells.get_column("session_var").to_numpy() / n_sessions
+    kappa = median_variance_factor(n)
+    own = {c: (m.sigma_within, m.tau, m.df) for c, m in models.items()}
+    params = np.array([own.get(c, (np.nan,) * 3) for c in cells.get_column("_curve").to_list()])
+    modelled = ~np.isnan(params[:, 0])
+    q = (1 + level) / 2
+    half = np.empty(n.size)
+    # scipy.stats.t.ppf's value (here and below), without its checks' cost
+    alone = ~modelled
+    var = kappa[alone] * cells.get_column("own_var").to_numpy()[alone] / n[alone] + fresh[alone]
+    half[alone] = special.stdtrit(np.maximum(n[alone] - 1, 1), q) * np.sqrt(var)
+    within, tau, df = params[modelled].T
+    fresh, n, n_sessions = fresh[modelled], n[modelled], n_sessions[modelled]
+    var = kappa[modelled] * within**2 / n + tau**2 + fresh
+    # Welch-Satterthwaite: the process lottery rests on the curve's few processes
+    sessions = np.maximum(n_sessions - 1.0, 1.0)
+    parts = tau**4 / df + fresh**2 / sessions
+    dof = np.where(parts > 0, var**2 / np.where(parts > 0, parts, 1.0), 1e6)
+    half[modelled] = special.stdtrit(np.minimum(dof, 1e6), q) * np.sqrt(var)
+    return half
+
+
+def _curve_columns(
+    m: CurveModel | None, log_median: np.ndarray, level: np.ndarray, d: Decision
+) -> np.ndarray:
+    """Baseline, segment and flag of one curve's cells ``(T, 3)``."""
+    t = log_median.size
+    if m is None:
+        return np.column_stack([_running_trend(log_median), np.zeros((t, 2))])
+    offset = float(np.median(log_median - level))
+    flag = np.zeros(t)
+    significant = _significant(m, d)
+    for k in significant:
+        flag[m.regimes[k].start : m.regimes[k].end + 1] = 1.0
+    # the baseline is latency without the reported anomalies: every other regime of
+    # the model (a speed-up, one short of its test) is part of it
+    kept = np.zeros(t)
+    for k, r in enumerate(m.regimes):
+        if k not in significant:
+            kept[r.start : r.end + 1] += r.coef
+    segment = np.concatenate([[0], np.cumsum(np.abs(np.diff(_departure(m, t))) > 0)])
+    return np.column_stack([np.exp(m.trend + kept + offset), segment, flag])
 
 
 def _running_trend(log_median: np.ndarray) -> np.ndarray:
