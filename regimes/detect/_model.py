@@ -225,13 +225,32 @@ def _gaussian_maxima(sm: Smoother, o: _Options, seed: int) -> _Gauss:
     return delta, fit.se_unit * fit.sigma[:, None], width_class(end - start + 1)
 
 
-def _scaled_maxima(gauss: _Gauss, sigma: float, o: _Options) -> np.ndarray:
+def _gauss_thresholds(gauss: _Gauss, sigma: np.ndarray, o: _Options, level: float) -> np.ndarray:
+    """Each curve's :func:`~regimes.detect._nulls.threshold` from the unit-noise draws ``(C, W)``.
+
+    Per curve of cell noise ``sigma`` ``(C,)``: the draws' regimes scaled to its noise,
+    their largest statistic per width class, and its ``1 - level`` quantile over the
+    draws; :data:`_GAUSS_ENTRIES` statistics at a time.
+    """
     delta, se, classes = gauss
-    tested = (o.direction == "both") | ((delta > 0) == (o.direction == "up"))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = (np.abs(delta) * sigma - o.tau0) / (np.maximum(se, 1e-12) * sigma)
-    z = np.where(tested & np.isfinite(delta), z, -np.inf)
-    return class_maxima(z, classes)
+    out = np.full((sigma.size, WIDTH_CLASSES), -np.inf)
+    if not delta.shape[0]:
+        return out
+    tested = ((o.direction == "both") | ((delta > 0) == (o.direction == "up"))) & np.isfinite(delta)
+    per = max(1, _GAUSS_ENTRIES // delta.size)
+    for lo in range(0, sigma.size, per):
+        s = sigma[lo : lo + per, None, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = (np.abs(delta) * s - o.tau0) / (np.maximum(se, 1e-12) * s)
+        z = np.where(tested, z, -np.inf).reshape(-1, delta.shape[1])
+        maxima = class_maxima(z, np.tile(classes, (s.shape[0], 1)))
+        maxima = maxima.reshape(s.shape[0], delta.shape[0], WIDTH_CLASSES)
+        out[lo : lo + per] = np.quantile(maxima, 1.0 - level, axis=1, method="higher")
+    return out
+
+
+_GAUSS_ENTRIES = 2_000_000
+"""Statistics per chunk of :func:`_gauss_thresholds`: bounds its memory."""
 
 
 def _within(c: CurveInput) -> float:
@@ -366,6 +385,10 @@ def _fit_curves(
     noise = np.maximum(raw.sigma, differences)
     rows = [i for i in range(len(curves)) if (raw.chosen[i] >= 0).any()]
     nulls = _null_maxima(curves, (raw, fit), rows, sampling, offered, o)
+    # the curves not resampled take their thresholds from the unit-noise draws, at once
+    alone = [i for i in range(len(curves)) if i not in nulls]
+    level = o.alpha / classes_on(sm.size)
+    gauss_q = dict(zip(alone, _gauss_thresholds(gauss, noise[alone], o, level), strict=True))
     tested_with_noise = [
         _curve_model(
             c,
@@ -374,7 +397,7 @@ def _fit_curves(
             sm,
             _Noise(noise[i], sampling[i], within[i], differences[i]),
             nulls.get(i),
-            gauss,
+            gauss_q.get(i),
             o,
         )
         for i, c in enumerate(curves)
@@ -529,7 +552,7 @@ def _curve_model(
     sm: Smoother,
     noise: _Noise,
     nulls: np.ndarray | None,
-    gauss: _Gauss | None,
+    gauss_q: np.ndarray | None,
     o: _Options,
 ) -> tuple[CurveModel, CurveNoise]:
     """One curve's model, its regimes tested on its null draws; what its sensitivity needs."""
@@ -542,8 +565,8 @@ def _curve_model(
         tested = _tested_regimes(regimes, nulls, df, t, o)
         q = threshold(nulls[:, 0], level)
     else:
-        assert gauss is not None
-        q = threshold(_scaled_maxima(gauss, noise.sigma, o), level)
+        assert gauss_q is not None
+        q = gauss_q
     # scipy.stats.t.ppf's value, without its checks' cost per curve (df holds the prior's 4)
     critical = np.maximum(q, float(special.stdtrit(df, 1.0 - level)))
     rho = noise.sampling / max(noise.sigma, 1e-12) ** 2
