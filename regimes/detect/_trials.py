@@ -462,21 +462,43 @@ def residual_pools(frame: pl.DataFrame) -> dict[int, Pools]:
     dev = (pl.col("_adj") - pl.col("_adj").mean().over("_block")) * (n / (n - 1)).sqrt()
     replicated = frame.with_columns(dev.alias("_r"), n.alias("_n")).filter(pl.col("_n") > 1)
     blocks = _blocks(frame)
-    joined = replicated.join(blocks.select("_block", "_b"), on="_block")
-    trials = _by_curve(joined.sort("_curve", "_r"), ["_r"])
-    members = _by_curve(joined.sort("_curve", "_b", "_adj"), ["_adj", "_b"])
+    trials = _replicated_by_curve(replicated, blocks)
     place = (pl.col("_x").rank("dense").over("_curve").cast(pl.Int64) - 1).alias("_place")
     by_curve = _by_curve(blocks.with_columns(place), ["_m", "_place", "_size", "_se1"])
     out = {}
     # a curve with no replicated block has no trials to resample
-    none = [np.zeros(0), np.zeros(0, dtype=np.int64)]
+    none = (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
     for curve, (mean, cell, size, se1) in by_curve.items():
-        own = trials[curve][0] if curve in trials else none[0]
-        value, block = members.get(curve, none)
+        own, value, block = trials.get(curve, none)
         sigma = float(np.sqrt(np.mean(np.square(own)))) if own.size else 0.0
         out[curve] = Pools(
             own, mean, cell, size.astype(np.int64), sigma * se1, value, block.astype(np.int64)
         )
+    return out
+
+
+def _replicated_by_curve(
+    replicated: pl.DataFrame, blocks: pl.DataFrame
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each curve's trial residuals, sorted; its trials' values and blocks, by block then value.
+
+    Sorted curve by curve: a million trials sorted at once by curve and value, twice,
+    took three times as long as a thousand sorts of a thousand.
+    """
+    ids = blocks.get_column("_block").to_numpy()
+    b_of = np.zeros(int(ids.max()) + 1 if ids.size else 0, dtype=np.int64)
+    b_of[ids] = blocks.get_column("_b").to_numpy()
+    curve = replicated.get_column("_curve").to_numpy()
+    r, adj = replicated.get_column("_r").to_numpy(), replicated.get_column("_adj").to_numpy()
+    b = b_of[replicated.get_column("_block").to_numpy()]
+    if np.any(curve[1:] < curve[:-1]):
+        order = np.argsort(curve, kind="stable")
+        curve, r, adj, b = curve[order], r[order], adj[order], b[order]
+    edges = np.flatnonzero(np.diff(curve, prepend=curve[:1] - 1)).tolist() + [curve.size]
+    out = {}
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        members = np.lexsort((adj[lo:hi], b[lo:hi]))
+        out[int(curve[lo])] = (np.sort(r[lo:hi]), adj[lo:hi][members], b[lo:hi][members])
     return out
 
 
