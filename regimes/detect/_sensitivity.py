@@ -387,7 +387,8 @@ def _crossing(heights: np.ndarray, power: np.ndarray, sigma: float) -> float:
         s = float(heights[0])
     else:
         half = 0.5 / DRAWS
-        z0, z1, target = special.ndtri(np.clip([power[j - 1], power[j], POWER], half, 1 - half))
+        shares = [min(max(float(p), half), 1 - half) for p in (power[j - 1], power[j], POWER)]
+        z0, z1, target = special.ndtri(np.array(shares))
         w = (target - z0) / max(z1 - z0, 1e-12)
         s = float(heights[j - 1] + w * (heights[j] - heights[j - 1]))
     ratio = float(np.exp(min(sigma * s, 700.0)))
