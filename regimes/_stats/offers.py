@@ -44,8 +44,8 @@ def _pairs(knot: Knot | None, t: int) -> list[tuple[int, float]]:
     return [] if knot is None else [(k, knot[1]) for k in near_cells(knot, t)]
 
 
-def _order(knot: Knot | None) -> tuple[int, float, bool]:
-    return (-1, 0.0, False) if knot is None else knot
+def _order(knot: Knot | None) -> tuple[int, float, tuple[int, ...]]:
+    return (-1, 0.0, ()) if knot is None else knot
 
 
 def offers(u: np.ndarray, knots: list[Knot | None]) -> Offers:

@@ -171,9 +171,10 @@ hinges took steps in (``bench/trust.py`` seed 1: recall of family ``drift`` 0.80
 0.76, ``curvature`` 0.83 → 0.79), and 8 took a 2x step on a powers-of-two grid in
 (``tests/regimes/stats/test_hinge.py``)."""
 
-Knot = tuple[int, float, bool]
-"""A hinge: the cell where the slope starts to grow, the shape's slope ratio, and whether
-the ladder is offered hinged in the last grid step too (:func:`choose_knots`)."""
+Knot = tuple[int, float, tuple[int, ...]]
+"""A hinge: the cell where the slope starts to grow, the shape's slope ratio, and the
+knots in the last two grid steps where the ladder is offered hinged too
+(:func:`choose_knots`)."""
 
 
 def hinge_regressor(u: np.ndarray, knot: int, factor: float) -> np.ndarray:
@@ -234,10 +235,11 @@ def _with_hinges(
 def near_cells(knot: Knot, t: int) -> list[int]:
     """Return the cells where the ladder is offered hinged for ``knot``, in order."""
     # a knot's place is a parameter of the joint choice too: the robust choice of it may
-    # leave the first cell of the steeper slope out, one cell late
+    # leave the first cell of the steeper slope out, one cell late, and cannot see a
+    # hinge in the last two steps
     cell, _, late = knot
     near = [k for k in (cell - 1, cell + 1) if KNOT_MARGIN <= k < t - KNOT_MARGIN]
-    return sorted({cell, *near, *([last_knot(t)] if late else [])})
+    return sorted({cell, *near, *late})
 
 
 def hinged_smoothers(u: np.ndarray, pairs: list[tuple[int, float]]) -> Smoother:
@@ -278,9 +280,20 @@ KNOT_MARGIN = 2
 
 KNOT_AFTER = 1
 """Fewest cells after a hinge's knot: on a geometric grid the last step can hold a hinge,
-which a trend without one leaves as a one-budget regime. Such a knot is offered where
-:func:`choose_knots` chooses it, or beside the chosen one where it is plausible (the
-neighbours the joint choice offers beside a knot leave :data:`KNOT_MARGIN` after them)."""
+which a trend without one leaves as a one-budget regime. Such a knot, and the one a step
+before it, are offered where :func:`choose_knots` chooses them, or beside the chosen one
+where a hinge there is plausible (:func:`late_knots`; the neighbours the joint choice
+offers beside a knot leave :data:`KNOT_MARGIN` after them)."""
+
+
+def late_knots(t: int) -> tuple[int, int]:
+    """Return the knots of hinges in the last two steps of a grid of ``t`` cells.
+
+    The robust score that places a knot cannot see a rise in the last one or two cells
+    (of a grid's median residual), so where a hinge there is plausible the ladder is
+    offered hinged at both, beside the chosen knot (:func:`choose_knots`).
+    """
+    return (last_knot(t) - 1, last_knot(t))
 
 
 def last_knot(t: int) -> int:
@@ -353,16 +366,17 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     by the score the joint choice of trend and regimes prices a trend with, :math:`T
     \log \mathrm{GCV} + \mathrm{edf} \log T`, robustly (the squared median absolute
     residual for the mean square, so that a spike does not choose it), is the row's
-    knot, with whether a hinge in the last step is plausible too (the robust score
-    cannot see a rise in one cell: such a hinge is offered beside the knot); None where
-    the slope grows at no knot. One shape did not fit every hinge: a slope 3.9 times
-    steeper fitted with the shape of 2.5 left a step beside the hinge (`bench/trust.py`,
-    family ``mixed``, seed 3). This chooses where a hinge would be, not whether: the
-    joint choice offers the smoothers hinged there and at either neighbour (the robust
-    score may place the knot a cell late) beside the others, at :data:`KNOT_PRICE`
-    degrees of freedom. Kept only where it beat every smoother without one here, a hinge
-    lost to a flexible trend that the joint choice then passed over for a stiff one and
-    a step (docs/method.md, section 2).
+    knot, with the knots of the last two steps where a hinge is plausible too (the
+    robust score cannot see a rise in one or two cells: such hinges are offered beside
+    the knot, :func:`late_knots`); None where the slope grows at no knot. One shape did
+    not fit every hinge: a slope 3.9 times steeper fitted with the shape of 2.5 left a
+    step beside the hinge (`bench/trust.py`, family ``mixed``, seed 3). This chooses
+    where a hinge would be, not whether: the joint choice offers the smoothers hinged
+    there and at either neighbour (the robust score may place the knot a cell late)
+    beside the others, at :data:`KNOT_PRICE` degrees of freedom. Kept only where it
+    beat every smoother without one here, a hinge lost to a flexible trend that the
+    joint choice then passed over for a stiff one and a step (docs/method.md,
+    section 2).
     """
     t = levels.shape[1]
     knots = [(k, m) for k in range(KNOT_MARGIN, t - KNOT_AFTER) for m in HINGE_FACTORS]
@@ -379,12 +393,17 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     )
     best = hinge.argmin(axis=0)
     grows = np.isfinite(hinge[best, np.arange(levels.shape[0])])
-    # the robust score cannot see a rise in the last step alone (one cell of T), and
-    # places such a hinge earlier: where one there is plausible, it is offered too
-    last = np.array([k == last_knot(t) for k, _ in knots])
-    late = np.isfinite(hinge[last]).any(axis=0).tolist()
+    # the robust score cannot see a rise in the last one or two cells of T, and places
+    # such a hinge earlier: each of the two knots is offered too where a hinge there is
+    # plausible (its slope grows; in the last step at most HINGE_MAX-fold)
+    ends = [k for k in late_knots(t) if k >= KNOT_MARGIN]
+    plausible = [np.isfinite(hinge[[c == k for c, _ in knots]]).any(axis=0) for k in ends]
+    k_rows = levels.shape[0]
+    late = [
+        tuple(k for k, p in zip(ends, plausible, strict=True) if p[row]) for row in range(k_rows)
+    ]
     return [
-        (*knots[b], bool(lt and knots[b][0] != last_knot(t))) if g else None
+        (*knots[b], lt) if g else None
         for b, g, lt in zip(best.tolist(), grows.tolist(), late, strict=True)
     ]
 

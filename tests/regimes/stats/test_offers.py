@@ -46,7 +46,7 @@ def test_a_row_fitted_beside_rows_of_other_hinges_is_fitted_as_on_its_own_smooth
 
 
 def test_each_menu_holds_what_its_hinge_offers_in_the_same_order() -> None:
-    knots = [None, (4, 1.5, False), (4, 2.5, True), (5, 1.5, False), None]
+    knots = [None, (4, 1.5, ()), (4, 2.5, (7,)), (5, 1.5, ()), None]
     offered = offers(U, knots)
     for row, knot in enumerate(knots):
         own = smoother_for(U, knot)
@@ -57,7 +57,7 @@ def test_each_menu_holds_what_its_hinge_offers_in_the_same_order() -> None:
 
 
 def test_batches_keep_a_hinges_rows_together_and_bound_the_union() -> None:
-    knots = [None] + [(k, f, False) for k in range(2, 10) for f in (1.5, 2.5)] * 3
+    knots = [None] + [(k, f, ()) for k in range(2, 10) for f in (1.5, 2.5)] * 3
     batches = offer_batches(300, knots, 8)  # a long grid: a few knots per batch
     assert sorted(i for b in batches for i in b) == list(range(len(knots)))
     assert len(batches) > 1
