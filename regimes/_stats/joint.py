@@ -122,7 +122,7 @@ def joint_choice(
     :math:`T \log \mathrm{GCV} + k h^2 + \mathrm{edf} \log T` wins, the first offered
     on a tie, with regimes before without. Returns each row's smoother and regimes.
     """
-    which, chosen, bare = first
+    which, chosen, bare_rss = first
     k_rows, kmax = chosen.shape
     offered = np.ones((k_rows, len(st.grids)), dtype=bool) if menu is None else menu[1][menu[0]]
     pr, pw = np.nonzero(offered)  # the pairs, by row, then smoother
@@ -139,7 +139,7 @@ def joint_choice(
     own = rest[np.any(picks[rest] >= 0, axis=1)]
     none = np.setdiff1d(rest, own, assume_unique=True)
     sums[:, own] = residual_sums(levels[pr[own]], st, pw[own], picks[own])
-    sums[:2, none], sums[2, none] = bare[pr[none], pw[none]], 0.0
+    sums[:2, none], sums[2, none] = bare_rss[pr[none], pw[none]], 0.0
     scores, bare = _scores(st, pw, picks, sums, h2)
     # a table row per row: its pairs in order, then the same pairs scored bare, so that
     # argmin takes the first offered on a tie, with regimes before without

@@ -161,10 +161,7 @@ def _fit_one(
     choice would repeat the first. Rows whose smoother is ``held`` only select their
     regimes.
     """
-    if held is None:
-        which, bare = choose(levels, st, menu)
-    else:
-        which = held.copy()
+    which, bare = choose(levels, st, menu) if held is None else (held.copy(), None)
     if near is None:
         chosen = select(levels, st, which, h * h, kmax)
     else:
@@ -173,6 +170,7 @@ def _fit_one(
     again = np.flatnonzero((selected | st.hinged[which]) & (held is None))
     if again.size:
         offered = None if menu is None else (menu[0][again], menu[1])
+        assert bare is not None  # rows are chosen again only where none was held
         first = (which[again], chosen[again], bare[again])
         which[again], chosen[again] = joint_choice(levels[again], st, first, offered, h * h)
     # the same model written by the conventions: steps first, then the peaks at the
