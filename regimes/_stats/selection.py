@@ -26,6 +26,7 @@ __all__ = [
     "Grid",
     "Near",
     "explained_floor",
+    "interval_sums",
     "select",
     "select_near",
     "select_with_sums",
@@ -102,7 +103,7 @@ def times(v: np.ndarray, a: np.ndarray, out: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _interval_sums(
+def interval_sums(
     v: np.ndarray, pre: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray
 ) -> None:
     """Fill ``out`` with the sum of ``v`` over every interval (a prefix sum's differences)."""
@@ -184,7 +185,7 @@ def _row(
     r, rz, explained, gain, pre, vec, rss, q, sums, fitted = w
     t = lev.size
     times(lev, a, r)
-    _interval_sums(r, pre, starts, ends, rz)
+    interval_sums(r, pre, starts, ends, rz)
     explained[:] = 0.0
     rss[:] = np.inf
     rss[0] = np.sum(r * r)
@@ -206,7 +207,7 @@ def _row(
         if step + 1 >= steps or not lowered:
             break
         # the residual loses fitted * vec, so its interval sums lose fitted * vec's
-        _interval_sums(vec, pre, starts, ends, sums[step])
+        interval_sums(vec, pre, starts, ends, sums[step])
         for i in range(rz.size):
             rz[i] -= fitted[0] * sums[step, i]
             explained[i] += sums[step, i] * sums[step, i]

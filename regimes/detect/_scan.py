@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from regimes._stats.intervals import candidate_intervals, interval_indicators
-from regimes._stats.selection import explained_floor, times
+from regimes._stats.selection import explained_floor, interval_sums, times
 from regimes._stats.smoother import Smoother
 from regimes.detect._regimes import WIDTH_CLASSES, width_class
 
@@ -57,23 +57,21 @@ def _maxima(
     r"""Fill ``out`` (tested, either) with each row's largest statistic per width class.
 
     :math:`z^\top A\ell` is the sum over :math:`z` of the row times its smoother
-    (:func:`~regimes._stats.selection.times`), a difference of two prefix sums: one
-    pass over the intervals per row, where a product with every ``A z`` took the
-    rows x cells x intervals.
+    (:func:`~regimes._stats.selection.times`), a difference of two prefix sums
+    (:func:`~regimes._stats.selection.interval_sums`): one pass over the intervals per
+    row, where a product with every ``A z`` took the rows x cells x intervals.
     """
     starts, ends, classes, zaz, se_unit = per_interval
     tested, either = out
     t = levels.shape[1]
-    r, pre = np.empty(t), np.empty(t + 1)
+    r, pre, sums = np.empty(t), np.empty(t + 1), np.empty(starts.size)
     for k in range(levels.shape[0]):
         g = which[k]
         times(levels[k], a[g], r)
-        pre[0] = 0.0
-        for j in range(t):
-            pre[j + 1] = pre[j] + r[j]
+        interval_sums(r, pre, starts, ends, sums)
         scale = max(sigma[k], 1e-12)
         for i in range(starts.size):
-            delta = (pre[ends[i] + 1] - pre[starts[i]]) / zaz[g, i]
+            delta = sums[i] / zaz[g, i]
             stat = (abs(delta) - tau0) / (se_unit[g, i] * scale)
             if stat != stat:
                 continue  # an explained interval: no statistic

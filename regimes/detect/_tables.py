@@ -130,8 +130,11 @@ def _half_widths(cells: pl.DataFrame, models: dict[int, CurveModel], level: floa
     n_sessions = cells.get_column("n_sessions").to_numpy()
     fresh = cells.get_column("session_var").to_numpy() / n_sessions
     kappa = median_variance_factor(n)
-    own = {c: (m.sigma_within, m.tau, m.df) for c, m in models.items()}
-    params = np.array([own.get(c, (np.nan,) * 3) for c in cells.get_column("_curve").to_list()])
+    # each curve's model read once, then spread over its cells
+    curves, of_cell = np.unique(cells.get_column("_curve").to_numpy(), return_inverse=True)
+    none = (np.nan,) * 3
+    own = [(m.sigma_within, m.tau, m.df) if (m := models.get(int(c))) else none for c in curves]
+    params = np.array(own, dtype=float).reshape(-1, 3)[of_cell]
     modelled = ~np.isnan(params[:, 0])
     q = (1 + level) / 2
     half = np.empty(n.size)

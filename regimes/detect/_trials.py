@@ -488,17 +488,14 @@ def _replicated_by_curve(
     ids = blocks.get_column("_block").to_numpy()
     b_of = np.zeros(int(ids.max()) + 1 if ids.size else 0, dtype=np.int64)
     b_of[ids] = blocks.get_column("_b").to_numpy()
-    curve = replicated.get_column("_curve").to_numpy()
-    r, adj = replicated.get_column("_r").to_numpy(), replicated.get_column("_adj").to_numpy()
     b = b_of[replicated.get_column("_block").to_numpy()]
-    if np.any(curve[1:] < curve[:-1]):
-        order = np.argsort(curve, kind="stable")
-        curve, r, adj, b = curve[order], r[order], adj[order], b[order]
-    edges = np.flatnonzero(np.diff(curve, prepend=curve[:1] - 1)).tolist() + [curve.size]
+    frame = replicated.select("_curve", "_r", "_adj").with_columns(pl.Series("_b", b))
+    if not frame.get_column("_curve").is_sorted():
+        frame = frame.sort("_curve", maintain_order=True)
     out = {}
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        members = np.lexsort((adj[lo:hi], b[lo:hi]))
-        out[int(curve[lo])] = (np.sort(r[lo:hi]), adj[lo:hi][members], b[lo:hi][members])
+    for curve, (r, adj, block) in _by_curve(frame, ["_r", "_adj", "_b"]).items():
+        members = np.lexsort((adj, block))
+        out[curve] = (np.sort(r), adj[members], block[members])
     return out
 
 
