@@ -303,8 +303,8 @@ def last_knot(t: int) -> int:
 
 HINGE_MAX = 5.0
 """Steepest growth of the slope a hinge in the last grid step may take, as the ratio of
-the slopes after and before its knot (read from the last budget's rise over the stiff
-trend, with no fixed cost, which only steepens it): beyond it the rise is a regime. Such
+the slopes after and before its knot (:func:`_last_step_growth`): beyond it the rise is
+a regime. Such
 a hinge fits that budget alone, whatever its height: uncapped, it took in
 one-budget rises at the end of linear grids (``bench/accuracy.py``, "edge: last budget
 2-4x", recall 0.99 -> 0.32 of 200 curves), which a slope 13 or more times steeper
@@ -384,10 +384,11 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
         return [None] * levels.shape[0]
     key, size = _key(u), levels.size
     per = max(1, min(_SCORE_CELLS // size, _SCORE_CELLS // (t * t)))
-    stiff = _ladder(key)[0][0]
+    ladder = _ladder(key)[0]
+    growth = _last_step_growth(levels, ladder[-1], np.asarray(key))
     hinge = np.concatenate(
         [
-            _knot_scores(levels, stiff, np.asarray(key), knots[i : i + per])
+            _knot_scores(levels, ladder[0], growth, np.asarray(key), knots[i : i + per])
             for i in range(0, len(knots), per)
         ]
     )
@@ -408,15 +409,39 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
     ]
 
 
+def _last_step_growth(levels: np.ndarray, flexible: np.ndarray, u: np.ndarray) -> np.ndarray:
+    r"""Per row of ``levels``, the slope ratio a hinge in the last grid step would take.
+
+    Latency :math:`a + bx` whose slope grows :math:`m`-fold from the last budget but
+    one, :math:`x_0`, rises to the last, :math:`x_T`, by the factor
+    :math:`R = 1 + (m - 1)(1 - x_0/x_T)` over its line with no fixed cost (which only
+    steepens it), so :math:`m = 1 + (R - 1)/(1 - x_0/x_T)`. :math:`\log R` is read as
+    the last level's deleted residual under the most flexible smoother of the ladder,
+    :math:`(A\ell)_T / A_{TT}`: its excess over the trend of the other budgets,
+    extrapolated. Read over the stiffest smoother, a line, the rise of a curve convex on
+    the log scale took its bend in, and hinges 3-4 times steeper passed the cap as
+    regimes at the last budget (docs/method.md, section 2).
+    """
+    x = np.exp(u - np.max(u))
+    rise = (levels @ flexible[:, -1]) / max(float(flexible[-1, -1]), 1e-12)
+    with np.errstate(over="ignore"):
+        return 1.0 + np.expm1(rise) / (1.0 - x[-2])
+
+
 def _knot_scores(
-    levels: np.ndarray, stiff: np.ndarray, u: np.ndarray, knots: list[tuple[int, float]]
+    levels: np.ndarray,
+    stiff: np.ndarray,
+    growth: np.ndarray,
+    u: np.ndarray,
+    knots: list[tuple[int, float]],
 ) -> np.ndarray:
     """Return the robust score of each knot and shape ``(W, K)``, inf where no hinge fits.
 
     A hinge fits where the slope grows there, and in the last step by at most
     :data:`HINGE_MAX`.
 
-    ``stiff``: the stiffest unhinged smoother, to which each hinge regressor is added.
+    ``stiff``: the stiffest unhinged smoother, to which each hinge regressor is added;
+    ``growth``: each row's :func:`_last_step_growth`.
     """
     fs = [hinge_regressor(u, k, m) for k, m in knots]
     afs = [stiff @ f for f in fs]
@@ -425,15 +450,8 @@ def _knot_scores(
     # a hinge is a slope that grows: one that falls would take in a spike's recovery
     fit = (levels @ np.stack(afs).T).T  # f'A l, (W, K)
     scores[fit <= 0.0] = np.inf
-    # ... and, in the last grid step, grows by at most HINGE_MAX: the slope ratio that,
-    # with no fixed cost, rises to the last budget as the fitted hinge does (a knot with
-    # more cells after it is told from a rise by the shape of its rise)
-    x = np.exp(u - np.max(u))
+    # ... and, in the last grid step, grows by at most HINGE_MAX (a knot with more cells
+    # after it is told from a rise by the shape of its rise)
     last = np.array([k == last_knot(u.size) for k, _ in knots])
-    faf = np.array([max(float(f @ af), 1e-300) for f, af in zip(fs, afs, strict=True)])
-    rise = fit / faf[:, None] * np.array([f[-1] for f in fs])[:, None]
-    after = 1.0 - x[[k for k, _ in knots]]
-    with np.errstate(over="ignore"):
-        steep = 1.0 + np.expm1(rise) / after[:, None] > HINGE_MAX
-    scores[steep & last[:, None]] = np.inf
+    scores[last[:, None] & (growth > HINGE_MAX)[None, :]] = np.inf
     return scores

@@ -151,6 +151,20 @@ def test_a_hinge_in_the_last_grid_step_is_a_slope_change_not_a_spike() -> None:
     assert hinged >= 17
 
 
+def test_a_last_step_hinge_on_a_curve_bent_by_its_fixed_cost_is_a_slope_change() -> None:
+    # 2 + 0.015 x is convex on the log scale over 16..4096 (its fixed cost flattens the
+    # first budgets), and a slope 3x steeper from 2048 on: read over the stiffest
+    # smoother's line, the last budget's rise took the bend in and passed HINGE_MAX, and
+    # every one of these curves kept a one-budget regime at 4096 (family ``mixed`` of
+    # ``bench/shapes.py``, seeds 1 and 4); over the most flexible trend, a slope change
+    x = BUDGETS
+    log_mu = np.log(2.0 + 0.015 * x + 2.0 * 0.015 * np.maximum(0.0, x - x[7]))
+    for seed in range(10):
+        rep = _analyse(_trials(log_mu, seed))
+        assert rep.anomalies.height == 0
+        assert rep.groups.row(0, named=True)["slope_change_at"] == 2048
+
+
 def test_a_rise_at_the_end_of_a_linear_grid_is_not_a_hinge() -> None:
     # a 2.5x last budget on a linear grid would need a slope 30 times steeper over the
     # last step: beyond HINGE_MAX, it stays a one-budget regime at the grid's end
