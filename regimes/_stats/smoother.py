@@ -304,8 +304,7 @@ def last_knot(t: int) -> int:
 HINGE_MAX = 5.0
 """Steepest growth of the slope a hinge in the last grid step may take, as the ratio of
 the slopes after and before its knot (:func:`_last_step_growth`): beyond it the rise is
-a regime. Such
-a hinge fits that budget alone, whatever its height: uncapped, it took in
+a regime. Such a hinge fits that budget alone, whatever its height: uncapped, it took in
 one-budget rises at the end of linear grids (``bench/accuracy.py``, "edge: last budget
 2-4x", recall 0.99 -> 0.32 of 200 curves), which a slope 13 or more times steeper
 would need there; the attention costs that hinge real sweeps steepen it 2-4 times
