@@ -383,11 +383,12 @@ def choose_knots(u: np.ndarray, levels: np.ndarray) -> list[Knot | None]:
         return [None] * levels.shape[0]
     key, size = _key(u), levels.size
     per = max(1, min(_SCORE_CELLS // size, _SCORE_CELLS // (t * t)))
-    ladder = _ladder(key)[0]
-    growth = _last_step_growth(levels, ladder[-1], np.asarray(key))
+    # the cached ladder's grid: the rounded coordinates it was built on
+    ladder, grid = _ladder(key)[0], np.asarray(key)
+    growth = _last_step_growth(levels, ladder[-1], grid)
     hinge = np.concatenate(
         [
-            _knot_scores(levels, ladder[0], growth, np.asarray(key), knots[i : i + per])
+            _knot_scores(levels, ladder[0], growth, grid, knots[i : i + per])
             for i in range(0, len(knots), per)
         ]
     )
